@@ -1,0 +1,315 @@
+// Benchmark of block-diagonal jagged attention on the workloads of
+// shared/workloads.md: forward and backward time (CUDA events, warm-up, median),
+// effective bandwidth, % of a device-to-device copy measured in the same run,
+// and TFLOP/s. Each workload is spot-checked against the fp64 CPU reference
+// before it is timed.
+//
+//   bench_blockattn [--workloads a,b,...] [--sweep] [--reps N] [--json PATH]
+//                   [--backend auto|portable]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "blockattn/blockattn.h"
+#include "common/device_buffer.h"
+#include "common/jagged_batch.h"
+#include "reference/reference.h"
+
+namespace {
+
+using namespace blockattn;
+using namespace blockattn::testing;
+using bf16 = __nv_bfloat16;
+
+struct Workload {
+  std::string name;
+  int num_seqs, heads, head_dim, max_len;
+  double fill;
+};
+
+std::vector<Workload> headline_workloads() {
+  return {{"headline-d128", 1152, 4, 128, 2048, 0.7}, {"headline-d64", 1152, 8, 64, 2048, 0.7}};
+}
+
+std::vector<Workload> sweep_workloads() {
+  std::vector<Workload> w;
+  for (int d : {128, 64})
+    for (int max_len : {256, 512, 1024, 2048})
+      for (double fill : {0.5, 0.7, 1.0}) {
+        char name[64];
+        std::snprintf(name, sizeof(name), "sweep-d%d-L%d-f%.1f", d, max_len, fill);
+        w.push_back({name, 1152, d == 128 ? 4 : 8, d, max_len, fill});
+      }
+  return w;
+}
+
+// Deterministic pseudo-random N(0,1)-ish values (sum of 4 uniforms, centred
+// and scaled), generated on the device: the headline tensors are ~1.7 GB each.
+__global__ void fill_random(bf16* x, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    float s = 0.f;
+    for (int r = 0; r < 4; ++r) {
+      h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 29;
+      s += static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+    }
+    x[i] = __float2bfloat16((s - 2.f) * 1.7320508f);
+  }
+}
+
+void randomize(DeviceBuffer<bf16>& b, uint64_t seed) {
+  fill_random<<<1024, 256>>>(b.get(), b.count(), seed);
+  BA_CHECK_CUDA(cudaGetLastError());
+}
+
+template <typename F>
+double median_ms(F&& launch, int reps) {
+  cudaEvent_t start, stop;
+  BA_CHECK_CUDA(cudaEventCreate(&start));
+  BA_CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) launch();  // warm-up
+  std::vector<float> ms(reps);
+  for (auto& t : ms) {
+    BA_CHECK_CUDA(cudaEventRecord(start));
+    launch();
+    BA_CHECK_CUDA(cudaEventRecord(stop));
+    BA_CHECK_CUDA(cudaEventSynchronize(stop));
+    BA_CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+  }
+  BA_CHECK_CUDA(cudaEventDestroy(start));
+  BA_CHECK_CUDA(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Device-to-device copy bandwidth, counting bytes read plus bytes written.
+double copy_bandwidth_tbs(int reps) {
+  const size_t bytes = size_t{1} << 30;
+  DeviceBuffer<unsigned char> a(bytes), b(bytes);
+  BA_CHECK_CUDA(cudaMemset(a.get(), 1, bytes));
+  const double ms = median_ms([&] { BA_CHECK_CUDA(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); }, reps);
+  return 2.0 * bytes / (ms * 1e-3) / 1e12;
+}
+
+// Host copy of one head's rows of one block, as dense fp64 [n, 1, D].
+std::vector<double> block_rows(const DeviceBuffer<bf16>& t, const schedule::BlockDesc& b, int heads, int head, int dim) {
+  std::vector<bf16> rows(static_cast<size_t>(b.row_count) * dim);
+  for (int r = 0; r < b.row_count; ++r)
+    BA_CHECK_CUDA(cudaMemcpy(rows.data() + size_t(r) * dim,
+                             t.get() + (size_t(b.row_begin + r) * heads + head) * dim, dim * sizeof(bf16),
+                             cudaMemcpyDeviceToHost));
+  std::vector<double> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = to_double(rows[i]);
+  return out;
+}
+
+double rel_l2(const std::vector<double>& got, const std::vector<double>& ref) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    e += (got[i] - ref[i]) * (got[i] - ref[i]);
+    r += ref[i] * ref[i];
+  }
+  return std::sqrt(e / r);
+}
+
+struct Tensors {
+  DeviceBuffer<bf16> q, k, v, out, dout, dq, dk, dv;
+  explicit Tensors(size_t n) : q(n), k(n), v(n), out(n), dout(n), dq(n), dk(n), dv(n) {}
+};
+
+// Worst relative L2 error over a sample of (block, head) pairs, forward and
+// backward outputs, against the fp64 reference on the same bf16 inputs.
+double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& blocks, const Workload& w) {
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<size_t> pick(0, blocks.size() - 1);
+  double worst = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    const auto b = trial == 0 ? blocks.back() : blocks[pick(rng)];  // include a partial last block
+    const int h = trial % w.heads;
+    reference::Problem p;
+    p.total_tokens = b.row_count;
+    p.head_dim = w.head_dim;
+    p.offsets = {0, b.row_count};
+    auto get = [&](const DeviceBuffer<bf16>& x) { return block_rows(x, b, w.heads, h, w.head_dim); };
+    const auto q = get(t.q), k = get(t.k), v = get(t.v), dout = get(t.dout);
+    std::vector<double> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
+    reference::forward(p, q, k, v, out);
+    reference::backward(p, q, k, v, dout, dq, dk, dv);
+    worst = std::max({worst, rel_l2(get(t.out), out), rel_l2(get(t.dq), dq), rel_l2(get(t.dk), dk),
+                      rel_l2(get(t.dv), dv)});
+  }
+  return worst;
+}
+
+struct Result {
+  Workload w;
+  int64_t tokens;
+  double fwd_ms, bwd_ms, fwd_floor_ms, bwd_floor_ms, fwd_tflops, bwd_tflops, max_rel_err;
+};
+
+Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
+  const auto lengths = workload_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
+  const auto offsets = offsets_from_lengths(lengths);
+  const int64_t T = offsets.back();
+  const size_t n = static_cast<size_t>(T) * w.heads * w.head_dim;
+
+  Tensors t(n);
+  randomize(t.q, 1);
+  randomize(t.k, 2);
+  randomize(t.v, 3);
+  randomize(t.dout, 4);
+  DeviceBuffer<int32_t> d_offsets(offsets.size());
+  d_offsets.upload(offsets);
+  DeviceBuffer<unsigned char> ws(workspace_size(w.num_seqs, T));
+
+  const Shape shape{w.num_seqs, T, w.heads, w.heads, w.head_dim, DType::kBF16};
+  const int64_t row = int64_t{w.heads} * w.head_dim;
+  ForwardArgs fa;
+  fa.shape = shape;
+  fa.offsets = d_offsets.get();
+  fa.q = {t.q.get(), row, w.head_dim};
+  fa.k = {t.k.get(), row, w.head_dim};
+  fa.v = {t.v.get(), row, w.head_dim};
+  fa.out = {t.out.get(), row, w.head_dim};
+  fa.options.backend = backend;
+  BackwardArgs ba;
+  ba.shape = shape;
+  ba.offsets = fa.offsets;
+  ba.q = fa.q;
+  ba.k = fa.k;
+  ba.v = fa.v;
+  ba.dout = {t.dout.get(), row, w.head_dim};
+  ba.dq = {t.dq.get(), row, w.head_dim};
+  ba.dk = {t.dk.get(), row, w.head_dim};
+  ba.dv = {t.dv.get(), row, w.head_dim};
+  ba.options.backend = backend;
+
+  auto check = [](const Status& s) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.message.c_str());
+      std::exit(1);
+    }
+  };
+  auto fwd = [&] { check(forward(fa, ws.get(), ws.bytes(), nullptr)); };
+  auto bwd = [&] { check(backward(ba, ws.get(), ws.bytes(), nullptr)); };
+  fwd();
+  bwd();
+  BA_CHECK_CUDA(cudaDeviceSynchronize());
+
+  Result r{w, T, 0, 0, 0, 0, 0, 0, 0};
+  const auto blocks = reference::block_schedule(offsets, static_cast<int32_t>(T));
+  r.max_rel_err = spot_check(t, blocks, w);
+  r.fwd_ms = median_ms(fwd, reps);
+  r.bwd_ms = median_ms(bwd, reps);
+
+  const double tensor_bytes = static_cast<double>(n) * 2;
+  r.fwd_floor_ms = 4 * tensor_bytes / (copy_tbs * 1e12) * 1e3;
+  r.bwd_floor_ms = 7 * tensor_bytes / (copy_tbs * 1e12) * 1e3;
+  double sum_sq = 0;  // sum over blocks of len^2
+  for (const auto& b : blocks) sum_sq += double(b.row_count) * b.row_count;
+  const double fwd_flops = 4.0 * w.heads * w.head_dim * sum_sq;
+  r.fwd_tflops = fwd_flops / (r.fwd_ms * 1e-3) / 1e12;
+  r.bwd_tflops = 2.5 * fwd_flops / (r.bwd_ms * 1e-3) / 1e12;
+  return r;
+}
+
+void write_json(const char* path, const std::vector<Result>& results, double copy_tbs, const char* gpu) {
+  FILE* f = std::fopen(path, "w");
+  if (!f) {
+    std::perror(path);
+    std::exit(1);
+  }
+  std::fprintf(f, "{\n  \"gpu\": \"%s\",\n  \"copy_tb_per_s\": %.4f,\n  \"results\": [\n", gpu, copy_tbs);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    std::fprintf(f,
+                 "    {\"workload\": \"%s\", \"num_seqs\": %d, \"heads\": %d, \"head_dim\": %d, \"max_len\": %d, "
+                 "\"fill\": %.2f, \"tokens\": %lld, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_floor_ms\": %.4f, "
+                 "\"bwd_floor_ms\": %.4f, \"fwd_pct_copy\": %.2f, \"bwd_pct_copy\": %.2f, \"fwd_tflops\": %.2f, "
+                 "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e}%s\n",
+                 r.w.name.c_str(), r.w.num_seqs, r.w.heads, r.w.head_dim, r.w.max_len, r.w.fill,
+                 static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_floor_ms, r.bwd_floor_ms,
+                 100 * r.fwd_floor_ms / r.fwd_ms, 100 * r.bwd_floor_ms / r.bwd_ms, r.fwd_tflops, r.bwd_tflops,
+                 r.max_rel_err, i + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Workload> workloads = headline_workloads();
+  int reps = 30;
+  std::string json;
+  Backend backend = Backend::kAuto;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--sweep") {
+      const auto s = sweep_workloads();
+      workloads.insert(workloads.end(), s.begin(), s.end());
+    } else if (a == "--workloads") {
+      const std::string names = value();
+      std::vector<Workload> all = headline_workloads(), chosen;
+      const auto s = sweep_workloads();
+      all.insert(all.end(), s.begin(), s.end());
+      for (const auto& w : all)
+        if (("," + names + ",").find("," + w.name + ",") != std::string::npos) chosen.push_back(w);
+      workloads = chosen;
+    } else if (a == "--reps") {
+      reps = std::max(20, std::atoi(value().c_str()));
+    } else if (a == "--json") {
+      json = value();
+    } else if (a == "--backend") {
+      backend = value() == "portable" ? Backend::kPortable : Backend::kAuto;
+    } else {
+      std::fprintf(stderr, "usage: %s [--workloads a,b] [--sweep] [--reps N>=20] [--json PATH] [--backend auto|portable]\n", argv[0]);
+      return 2;
+    }
+  }
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) {
+    std::fprintf(stderr, "bench_blockattn: %s: nothing to measure without a CUDA GPU\n", why.c_str());
+    return 2;
+  }
+  cudaDeviceProp prop;
+  BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const double copy_tbs = copy_bandwidth_tbs(reps);
+  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)\n", prop.name,
+              prop.multiProcessorCount, copy_tbs);
+
+  std::vector<Result> results;
+  bool accurate = true;
+  for (const auto& w : workloads) {
+    results.push_back(run(w, copy_tbs, reps, backend));
+    const Result& r = results.back();
+    accurate &= r.max_rel_err <= 1e-2;
+    std::fflush(stdout);
+  }
+  std::printf("\n%-24s %9s %9s %9s %7s %8s %9s %9s %7s %8s %9s\n", "workload", "tokens", "fwd ms", "fwd TB/s",
+              "fwd %cp", "fwd TF/s", "bwd ms", "bwd TB/s", "bwd %cp", "bwd TF/s", "max err");
+  for (const Result& r : results) {
+    const double fwd_tbs = copy_tbs * r.fwd_floor_ms / r.fwd_ms, bwd_tbs = copy_tbs * r.bwd_floor_ms / r.bwd_ms;
+    std::printf("%-24s %9lld %9.3f %9.3f %6.1f%% %8.1f %9.3f %9.3f %6.1f%% %8.1f %9.2e\n", r.w.name.c_str(),
+                static_cast<long long>(r.tokens), r.fwd_ms, fwd_tbs, 100 * r.fwd_floor_ms / r.fwd_ms, r.fwd_tflops,
+                r.bwd_ms, bwd_tbs, 100 * r.bwd_floor_ms / r.bwd_ms, r.bwd_tflops, r.max_rel_err);
+  }
+  if (!json.empty()) write_json(json.c_str(), results, copy_tbs, prop.name);
+  if (!accurate) {
+    std::fprintf(stderr, "bench_blockattn: a spot check exceeded relative L2 error 1e-2\n");
+    return 1;
+  }
+  return 0;
+}

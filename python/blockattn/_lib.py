@@ -1,0 +1,116 @@
+"""ctypes binding of the blockattn C ABI (include/blockattn/blockattn_c.h).
+
+The package binds to the C ABI instead of PyTorch's C++ ABI so that one build
+of libblockattn.so serves every torch version. The structs below mirror the
+header field for field; ctypes lays them out with the platform's C rules.
+"""
+
+import ctypes
+import os
+from pathlib import Path
+
+ABI_VERSION = 1
+LIBRARY_NAME = "libblockattn.so"
+
+# blockattn_status values.
+OK = 0
+STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "UNSUPPORTED", 3: "CUDA_ERROR"}
+
+# blockattn_problem.dtype and .backend values.
+DTYPE_BF16 = 0
+DTYPE_FP16 = 1
+BACKEND_AUTO = 0
+
+
+class TensorView(ctypes.Structure):
+    """blockattn_tensor: element (t, h, d) at data + t*token_stride + h*head_stride + d."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("token_stride", ctypes.c_int64),
+        ("head_stride", ctypes.c_int64),
+    ]
+
+
+class Problem(ctypes.Structure):
+    """blockattn_problem."""
+
+    _fields_ = [
+        ("num_seqs", ctypes.c_int64),
+        ("total_tokens", ctypes.c_int64),
+        ("num_q_heads", ctypes.c_int32),
+        ("num_kv_heads", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_float),
+        ("backend", ctypes.c_int32),
+    ]
+
+
+def _candidate_paths() -> list[Path]:
+    """Where to look, in order. An explicit BLOCKATTN_LIBRARY is the only candidate."""
+    explicit = os.environ.get("BLOCKATTN_LIBRARY")
+    if explicit:
+        return [Path(explicit)]
+    package_dir = Path(__file__).resolve().parent
+    return [
+        package_dir / LIBRARY_NAME,  # copied in by `pip install ./python`
+        package_dir.parents[1] / "build" / LIBRARY_NAME,  # <repo>/build, for PYTHONPATH=python
+    ]
+
+
+def _load() -> tuple[ctypes.CDLL, Path]:
+    candidates = _candidate_paths()
+    for path in candidates:
+        if path.is_file():
+            try:
+                return ctypes.CDLL(str(path)), path
+            except OSError as exc:
+                raise ImportError(f"blockattn: could not load {path}: {exc}") from exc
+    searched = "\n  ".join(str(p) for p in candidates)
+    raise ImportError(
+        f"blockattn: {LIBRARY_NAME} not found. Searched:\n  {searched}\n"
+        "Build it from the repository root with\n"
+        "  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build\n"
+        "then either `pip install --no-build-isolation ./python`, or put python/ on "
+        "PYTHONPATH, or set BLOCKATTN_LIBRARY to the .so's path."
+    )
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """Argument and return types; without them ctypes would truncate pointers to int."""
+    tensor = TensorView
+    lib.blockattn_abi_version.argtypes = []
+    lib.blockattn_abi_version.restype = ctypes.c_int
+    lib.blockattn_last_error.argtypes = []
+    lib.blockattn_last_error.restype = ctypes.c_char_p
+    lib.blockattn_workspace_size.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    lib.blockattn_workspace_size.restype = ctypes.c_size_t
+    # problem, offsets, tensors..., workspace, workspace_bytes, stream
+    head = [ctypes.POINTER(Problem), ctypes.c_void_p]
+    tail = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    lib.blockattn_forward.argtypes = head + [tensor] * 4 + tail
+    lib.blockattn_forward.restype = ctypes.c_int
+    lib.blockattn_backward.argtypes = head + [tensor] * 7 + tail
+    lib.blockattn_backward.restype = ctypes.c_int
+
+
+_LIB, LIBRARY_PATH = _load()
+_declare(_LIB)
+
+if _LIB.blockattn_abi_version() != ABI_VERSION:
+    raise ImportError(
+        f"blockattn: {LIBRARY_PATH} implements C ABI version {_LIB.blockattn_abi_version()}, "
+        f"this Python package needs version {ABI_VERSION}; rebuild the library or reinstall "
+        "the package from the same checkout."
+    )
+
+workspace_size = _LIB.blockattn_workspace_size
+forward = _LIB.blockattn_forward
+backward = _LIB.blockattn_backward
+
+
+def last_error() -> str:
+    """The calling thread's message for its last failed call."""
+    message = _LIB.blockattn_last_error()
+    return message.decode("utf-8", errors="replace") if message else "(no message)"

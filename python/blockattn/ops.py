@@ -1,0 +1,271 @@
+"""PyTorch custom ops over the blockattn C library.
+
+Two opaque ops, `blockattn::block_attention_fwd` and `blockattn::block_attention_bwd`,
+with fake (meta) implementations and an autograd formula, so that eager mode,
+torch.compile, torch.export, AOTAutograd and CUDA graphs all see one node per
+pass. The ops never synchronize with the host and never read `offsets` on the
+host: the library builds its block schedule on the device.
+
+This module must not use `from __future__ import annotations`: custom_op infers
+the op schema from the real annotation objects.
+"""
+
+import ctypes
+import math
+
+import torch
+from torch import Tensor
+from torch.utils.flop_counter import register_flop_formula
+
+from blockattn import _lib
+
+BLOCK_SIZE = 64
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+SUPPORTED_HEAD_DIMS = (64, 128)
+
+_DTYPE_CODES = {torch.bfloat16: _lib.DTYPE_BF16, torch.float16: _lib.DTYPE_FP16}
+_INT32_MAX = 2**31 - 1
+# The library takes the scale as a C float; outside this range it would round
+# to 0 (which the C ABI reads as "use the default") or to infinity.
+_FLOAT32_TINY = 1.1754943508222875e-38
+_FLOAT32_MAX = 3.4028234663852886e38
+# The kernels load rows with 16-byte vector loads.
+_ALIGN_BYTES = 16
+_STRIDE_MULTIPLE = 8
+
+
+# --------------------------------------------------------------------------- #
+# Public API
+# --------------------------------------------------------------------------- #
+
+
+def block_attention(
+    q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None
+) -> Tensor:
+    """Block-diagonal jagged self-attention.
+
+    Sequence b is tokens [offsets[b], offsets[b+1]). Each sequence is cut into
+    64-token blocks from its first token (the last block may be shorter), and
+    every query attends to exactly the keys of its own block:
+    out[i] = softmax(scale * q_i . K_blk^T) . V_blk.
+
+    Args:
+        q: [T, Hq, D] bf16 or fp16 CUDA tensor; D is 64 or 128.
+        k, v: [T, Hkv, D], q's dtype and device; Hq must be a multiple of Hkv
+            (query head h reads kv head h // (Hq // Hkv)).
+        offsets: int32 [B + 1] on q's device, offsets[0] == 0, non-decreasing,
+            offsets[B] == T. Its contents are not checked on the host (that
+            would synchronize); the library clamps malformed offsets so no row
+            outside [0, T) is touched, but the result is then unspecified.
+        scale: softmax scale, default 1/sqrt(D).
+
+    Returns:
+        out: [T, Hq, D], contiguous, q's dtype. Differentiable in q, k and v.
+    """
+    _check_inputs(q, k, v, offsets)
+    scale = _resolve_scale(scale, q.shape[2])
+    return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale)
+
+
+def _check_inputs(q, k, v, offsets) -> None:
+    """Raises TypeError/ValueError naming the argument; reads metadata only."""
+    for name, t in (("q", q), ("k", k), ("v", v), ("offsets", offsets)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"block_attention: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"block_attention: q must be bfloat16 or float16, got {q.dtype}")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"block_attention: {name} must have q's dtype {q.dtype}, got {t.dtype}")
+    if offsets.dtype != torch.int32:
+        raise TypeError(f"block_attention: offsets must be int32, got {offsets.dtype}")
+
+    if q.device.type != "cuda":
+        raise ValueError(f"block_attention: q must be a CUDA tensor, got device {q.device}")
+    for name, t in (("k", k), ("v", v), ("offsets", offsets)):
+        if t.device != q.device:
+            raise ValueError(f"block_attention: {name} must be on q's device {q.device}, got {t.device}")
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 3:
+            raise ValueError(
+                f"block_attention: {name} must be 3-D [tokens, heads, head_dim], got shape {tuple(t.shape)}"
+            )
+    if v.shape != k.shape:
+        raise ValueError(f"block_attention: v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+    if k.shape[0] != q.shape[0]:
+        raise ValueError(f"block_attention: k has {k.shape[0]} tokens but q has {q.shape[0]}")
+    if k.shape[2] != q.shape[2]:
+        raise ValueError(f"block_attention: k has head_dim {k.shape[2]} but q has {q.shape[2]}")
+    if q.shape[2] not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"block_attention: q head_dim must be 64 or 128, got {q.shape[2]}")
+    if k.shape[1] == 0 or q.shape[1] == 0 or q.shape[1] % k.shape[1] != 0:
+        raise ValueError(
+            f"block_attention: q heads ({q.shape[1]}) must be a positive multiple of k heads ({k.shape[1]})"
+        )
+    if q.shape[0] > _INT32_MAX:
+        raise ValueError(f"block_attention: q has {q.shape[0]} tokens; int32 offsets allow at most {_INT32_MAX}")
+
+    if offsets.dim() != 1 or offsets.shape[0] == 0:
+        raise ValueError(
+            f"block_attention: offsets must be a non-empty 1-D tensor [B + 1], got shape {tuple(offsets.shape)}"
+        )
+
+
+def _resolve_scale(scale, head_dim: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"block_attention: scale must be a float or None, got {type(scale).__name__}")
+    if not (math.isfinite(scale) and _FLOAT32_TINY <= scale <= _FLOAT32_MAX):
+        raise ValueError(f"block_attention: scale must be finite, positive and fit in float32, got {scale}")
+    return float(scale)
+
+
+# --------------------------------------------------------------------------- #
+# Custom ops
+# --------------------------------------------------------------------------- #
+
+
+@torch.library.custom_op("blockattn::block_attention_fwd", mutates_args=(), device_types="cuda")
+def block_attention_fwd(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
+    out = q.new_empty(q.shape)
+    if q.shape[0] == 0:
+        return out
+    q, k, v = (_kernel_operand(t) for t in (q, k, v))
+    _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out))
+    return out
+
+
+@block_attention_fwd.register_fake
+def _block_attention_fwd_fake(q, k, v, offsets, scale):
+    return q.new_empty(q.shape)
+
+
+@torch.library.custom_op("blockattn::block_attention_bwd", mutates_args=(), device_types="cuda")
+def block_attention_bwd(
+    dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    if q.shape[0] == 0:
+        return dq, dk, dv
+    dout, q, k, v = (_kernel_operand(t) for t in (dout, q, k, v))
+    _launch(_lib.backward, "backward", q, k, offsets, scale, (q, k, v, dout, dq, dk, dv))
+    return dq, dk, dv
+
+
+@block_attention_bwd.register_fake
+def _block_attention_bwd_fake(dout, q, k, v, offsets, scale):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, offsets, scale = inputs
+    # The backward recomputes the probabilities, so the output is not saved.
+    ctx.save_for_backward(q, k, v, offsets)
+    ctx.scale = scale
+
+
+def _backward(ctx, dout):
+    q, k, v, offsets = ctx.saved_tensors
+    dq, dk, dv = torch.ops.blockattn.block_attention_bwd(dout, q, k, v, offsets, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+block_attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --------------------------------------------------------------------------- #
+# Calling the library
+# --------------------------------------------------------------------------- #
+
+
+def _kernel_operand(t: Tensor) -> Tensor:
+    """`t` itself when the library can read it in place, else a contiguous copy.
+
+    The C ABI wants a unit-stride last dim, token and head strides that are
+    positive multiples of 8 elements, and a 16-byte-aligned data pointer.
+    Zero strides (expanded tensors, e.g. the gradient of `out.sum()`) are copied
+    rather than trusted to the kernels.
+    """
+    token_stride, head_stride, dim_stride = t.stride()
+    in_place = (
+        dim_stride == 1
+        and token_stride > 0
+        and head_stride > 0
+        and token_stride % _STRIDE_MULTIPLE == 0
+        and head_stride % _STRIDE_MULTIPLE == 0
+        and t.data_ptr() % _ALIGN_BYTES == 0
+    )
+    # clone, not contiguous(): a contiguous but misaligned view would come back as is.
+    return t if in_place else t.clone(memory_format=torch.contiguous_format)
+
+
+def _view(t: Tensor) -> _lib.TensorView:
+    return _lib.TensorView(t.data_ptr(), t.stride(0), t.stride(1))
+
+
+def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors) -> None:
+    """Runs a C entry point on q's device and that device's current stream."""
+    offsets = offsets.contiguous()
+    problem = _lib.Problem(
+        num_seqs=offsets.shape[0] - 1,
+        total_tokens=q.shape[0],
+        num_q_heads=q.shape[1],
+        num_kv_heads=k.shape[1],
+        head_dim=q.shape[2],
+        dtype=_DTYPE_CODES[q.dtype],
+        softmax_scale=scale,
+        backend=_lib.BACKEND_AUTO,
+    )
+    with torch.cuda.device(q.device):
+        workspace_bytes = _lib.workspace_size(problem.num_seqs, problem.total_tokens)
+        # Allocated per call from the caching allocator on the current stream:
+        # cheap, stream-ordered, and drawn from the graph pool under capture.
+        workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        status = entry(
+            ctypes.byref(problem),
+            offsets.data_ptr(),
+            *(_view(t) for t in tensors),
+            workspace.data_ptr(),
+            workspace_bytes,
+            stream,
+        )
+    if status != _lib.OK:
+        name = _lib.STATUS_NAMES.get(status, str(status))
+        raise RuntimeError(f"blockattn {what} failed ({name}): {_lib.last_error()}")
+
+
+# --------------------------------------------------------------------------- #
+# FLOP counting (torch.utils.flop_counter.FlopCounterMode)
+# --------------------------------------------------------------------------- #
+
+
+def _block_area(offsets: Tensor, total_tokens: int) -> int:
+    """Sum over attention blocks of len^2, i.e. the number of (query, key) pairs.
+
+    Reads offsets on the host, which is fine: this only runs under
+    FlopCounterMode. Under fake tensors (compile-time estimates) the lengths are
+    unknown, so it returns the upper bound of 64 keys per query.
+    """
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    if isinstance(offsets, (FakeTensor, FunctionalTensor)) or offsets.device.type == "meta":
+        return BLOCK_SIZE * total_tokens
+    lengths = offsets.diff().long()
+    full_blocks, tail = lengths // BLOCK_SIZE, lengths % BLOCK_SIZE
+    return int((full_blocks * BLOCK_SIZE * BLOCK_SIZE + tail * tail).sum())
+
+
+@register_flop_formula(torch.ops.blockattn.block_attention_fwd, get_raw=True)
+def _forward_flops(q, k, v, offsets, scale, *args, **kwargs) -> int:
+    # Two matmuls (Q K^T and P V), 2 FLOPs per multiply-add, per query head.
+    return 4 * q.shape[1] * q.shape[2] * _block_area(offsets, q.shape[0])
+
+
+@register_flop_formula(torch.ops.blockattn.block_attention_bwd, get_raw=True)
+def _backward_flops(dout, q, k, v, offsets, scale, *args, **kwargs) -> int:
+    # Five matmuls (recomputed Q K^T, dO V^T, P^T dO, dS K, dS^T Q): 2.5x forward.
+    return 10 * q.shape[1] * q.shape[2] * _block_area(offsets, q.shape[0])

@@ -1,0 +1,86 @@
+"""Eager PyTorch reference of block_attention, written for clarity.
+
+It gathers the jagged tokens into padded [blocks, heads, 64, D] tiles, runs
+ordinary masked attention per tile and scatters the valid rows back, so it is
+differentiable by autograd and fast enough for the benchmark's headline sizes.
+It reads offsets on the host and validates them.
+
+Precision:
+* float64 inputs give the exact reference the tests compare against.
+* bf16/fp16 inputs with compute_dtype=None behave like a user's eager code:
+  matmuls in the input dtype (fp32 accumulation inside), softmax in fp32,
+  probabilities cast back to the input dtype before P @ V.
+* compute_dtype=torch.float32/float64 upcasts the inputs and runs everything
+  in that dtype; the output is float64 for float64, else q's dtype.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+
+from blockattn.workloads import BLOCK_SIZE, block_lengths
+
+
+def block_attention_reference(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    offsets: Tensor,
+    scale: float | None = None,
+    *,
+    compute_dtype: torch.dtype | None = None,
+) -> Tensor:
+    total, num_q_heads, head_dim = q.shape
+    group = num_q_heads // k.shape[1]
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    matmul_dtype = compute_dtype or q.dtype
+    softmax_dtype = torch.promote_types(matmul_dtype, torch.float32)
+    out_dtype = torch.float64 if compute_dtype == torch.float64 else q.dtype
+
+    rows, valid = _block_rows(offsets, total, q.device)
+    if rows.shape[0] == 0:  # no tokens at all: keep the result attached to the graph
+        return (q * 0).to(out_dtype)
+
+    qb = _gather_blocks(q, rows, matmul_dtype)  # [blocks, Hq, 64, D]
+    kb = _gather_blocks(k, rows, matmul_dtype).repeat_interleave(group, dim=1)
+    vb = _gather_blocks(v, rows, matmul_dtype).repeat_interleave(group, dim=1)
+
+    scores = (qb @ kb.transpose(-1, -2)).to(softmax_dtype) * scale
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))  # padding keys
+    probs = torch.softmax(scores, dim=-1).to(matmul_dtype)
+    out_blocks = probs @ vb  # [blocks, Hq, 64, D]
+
+    # Valid (block, row) pairs in row-major order are exactly the tokens in order.
+    return out_blocks.transpose(1, 2)[valid].to(out_dtype)
+
+
+def _block_rows(offsets: Tensor, total: int, device) -> tuple[Tensor, Tensor]:
+    """Token index of every (block, row) slot, and which slots hold a token.
+
+    Padding slots point at token 0; their keys are masked and their query rows
+    are dropped, so they only contribute exact zeros to the gradients.
+    """
+    lengths = _checked_lengths(offsets, total)
+    blocks = block_lengths(lengths).to(device)
+    starts = torch.cumsum(blocks, 0) - blocks
+    slot = torch.arange(BLOCK_SIZE, device=device)
+    valid = slot < blocks[:, None]
+    rows = torch.where(valid, starts[:, None] + slot, 0)
+    return rows, valid
+
+
+def _gather_blocks(x: Tensor, rows: Tensor, dtype: torch.dtype) -> Tensor:
+    """[T, H, D] -> [blocks, H, 64, D]."""
+    return x.to(dtype)[rows].transpose(1, 2)
+
+
+def _checked_lengths(offsets: Tensor, total: int) -> Tensor:
+    host = offsets.detach().to("cpu", torch.int64)
+    ok = host.dim() == 1 and host.numel() > 0 and host[0] == 0 and host[-1] == total
+    if not ok or bool((host.diff() < 0).any()):
+        raise ValueError(
+            f"offsets must be a 1-D non-decreasing sequence from 0 to the token count {total}, "
+            f"got {host.tolist()}"
+        )
+    return host.diff()

@@ -1,0 +1,136 @@
+// Public entry points: validate, build the on-device block schedule, pick and
+// launch a kernel. Nothing here synchronizes or reads device memory.
+#include "blockattn/blockattn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "api/device_info.h"
+#include "api/validate.h"
+#include "portable/kernel_params.h"
+#include "schedule/block_schedule.h"
+
+namespace blockattn {
+namespace {
+
+using portable::KernelParams;
+
+Status cuda_failure(cudaError_t err, const char* what) {
+  return {StatusCode::kCudaError,
+          std::string("blockattn: ") + what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")"};
+}
+
+Status cuda_status(cudaError_t err, const char* what) {
+  return err == cudaSuccess ? Status::Ok() : cuda_failure(err, what);
+}
+
+portable::Strided strided(const TensorView& t) { return {t.data, t.token_stride, t.head_stride}; }
+
+KernelParams make_params(const Shape& s, const Options& o, void* workspace) {
+  KernelParams p{};
+  p.num_q_heads = s.num_q_heads;
+  p.group_size = s.num_q_heads / s.num_kv_heads;
+  p.softmax_scale = o.softmax_scale != 0.f ? o.softmax_scale : 1.f / std::sqrt(static_cast<float>(s.head_dim));
+  p.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  p.block_count = schedule::WorkspaceLayout::block_count(workspace);
+  p.blocks = schedule::WorkspaceLayout::table(workspace);
+  return p;
+}
+
+// Checks the device can run the portable kernels and returns the number of
+// persistent CTAs: as many as fit on the GPU, but no more than there can be
+// tiles (the kernel reads the real tile count from the schedule).
+Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas) {
+  const int cc = compute_capability();
+  if (cc == 0) return cuda_failure(cudaGetLastError(), "querying the current device");
+  if (cc < 80)
+    return {StatusCode::kUnsupported, "blockattn: needs compute capability 8.0 or newer; device has " +
+                                          std::to_string(cc / 10) + "." + std::to_string(cc % 10)};
+  const int sms = multiprocessor_count();
+  if (sms == 0 || ctas_per_sm == 0) return cuda_failure(cudaGetLastError(), "configuring the kernel");
+  *num_ctas = static_cast<int>(std::min<int64_t>(max_tiles, int64_t{sms} * ctas_per_sm));
+  return Status::Ok();
+}
+
+// Runs Launch<T, D>::run(args...) for the runtime dtype and head dim.
+template <template <typename, int> class Launch, typename... Args>
+Status dispatch(DType dtype, int head_dim, const Args&... args) {
+  const bool bf16 = dtype == DType::kBF16;
+  if (head_dim == 64) return bf16 ? Launch<__nv_bfloat16, 64>::run(args...) : Launch<__half, 64>::run(args...);
+  return bf16 ? Launch<__nv_bfloat16, 128>::run(args...) : Launch<__half, 128>::run(args...);
+}
+
+bool nothing_to_do(const Shape& s) { return s.num_seqs == 0 || s.total_tokens == 0; }
+
+Status build_schedule(const Shape& s, const int32_t* offsets, void* workspace, cudaStream_t stream) {
+  return cuda_status(schedule::build_block_schedule(offsets, static_cast<int32_t>(s.num_seqs),
+                                                    static_cast<int32_t>(s.total_tokens), workspace, stream),
+                     "launching the block-schedule kernel");
+}
+
+template <typename T, int D>
+struct ForwardLaunch {
+  static Status run(const Shape& s, const int32_t* offsets, const KernelParams& p, void* workspace,
+                    cudaStream_t stream) {
+    const int64_t max_tiles = schedule::max_blocks(s.num_seqs, s.total_tokens) * s.num_q_heads;
+    int num_ctas = 0;
+    if (Status st = persistent_grid(portable::forward_ctas_per_sm<T, D>(), max_tiles, &num_ctas); !st.ok()) return st;
+    if (Status st = build_schedule(s, offsets, workspace, stream); !st.ok()) return st;
+    return cuda_status(portable::launch_forward<T, D>(p, num_ctas, stream), "launching the forward kernel");
+  }
+};
+
+template <typename T, int D>
+struct BackwardLaunch {
+  static Status run(const Shape& s, const int32_t* offsets, const KernelParams& p, void* workspace,
+                    cudaStream_t stream) {
+    const int64_t max_tiles = schedule::max_blocks(s.num_seqs, s.total_tokens) * s.num_kv_heads;
+    int num_ctas = 0;
+    if (Status st = persistent_grid(portable::backward_ctas_per_sm<T, D>(), max_tiles, &num_ctas); !st.ok()) return st;
+    if (Status st = build_schedule(s, offsets, workspace, stream); !st.ok()) return st;
+    return cuda_status(portable::launch_backward<T, D>(p, num_ctas, stream), "launching the backward kernel");
+  }
+};
+
+}  // namespace
+
+size_t workspace_size(int64_t num_seqs, int64_t total_tokens) {
+  return schedule::WorkspaceLayout::bytes(std::max<int64_t>(num_seqs, 0), std::max<int64_t>(total_tokens, 0));
+}
+
+const char* dtype_name(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp16"; }
+
+Status forward(const ForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (Status s = validate_forward(a, workspace, workspace_bytes); !s.ok()) return s;
+  const Shape& s = a.shape;
+  if (nothing_to_do(s)) return Status::Ok();
+
+  KernelParams p = make_params(s, a.options, workspace);
+  p.q = strided(a.q);
+  p.k = strided(a.k);
+  p.v = strided(a.v);
+  p.out = strided(a.out);
+  return dispatch<ForwardLaunch>(s.dtype, s.head_dim, s, a.offsets, p, workspace, stream);
+}
+
+Status backward(const BackwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (Status s = validate_backward(a, workspace, workspace_bytes); !s.ok()) return s;
+  const Shape& s = a.shape;
+  if (nothing_to_do(s)) return Status::Ok();
+
+  KernelParams p = make_params(s, a.options, workspace);
+  p.q = strided(a.q);
+  p.k = strided(a.k);
+  p.v = strided(a.v);
+  p.dout = strided(a.dout);
+  p.dq = strided(a.dq);
+  p.dk = strided(a.dk);
+  p.dv = strided(a.dv);
+  return dispatch<BackwardLaunch>(s.dtype, s.head_dim, s, a.offsets, p, workspace, stream);
+}
+
+}  // namespace blockattn

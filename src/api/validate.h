@@ -1,0 +1,13 @@
+// Host-side validation of everything checkable without touching device memory.
+// Each failure names the argument and the expected value; on failure the entry
+// points launch nothing.
+#pragma once
+
+#include "blockattn/blockattn.h"
+
+namespace blockattn {
+
+Status validate_forward(const ForwardArgs& args, const void* workspace, size_t workspace_bytes);
+Status validate_backward(const BackwardArgs& args, const void* workspace, size_t workspace_bytes);
+
+}  // namespace blockattn

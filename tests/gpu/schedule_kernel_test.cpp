@@ -1,0 +1,57 @@
+// The device schedule kernel against its host model, across the 1024-sequence
+// chunk boundary and on malformed offsets.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/device_buffer.h"
+#include "reference/reference.h"
+#include "schedule/block_schedule.h"
+
+namespace blockattn {
+namespace {
+
+using namespace blockattn::testing;
+using schedule::BlockDesc;
+using schedule::WorkspaceLayout;
+
+void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t total_tokens) {
+  const int32_t num_seqs = static_cast<int32_t>(offsets.size()) - 1;
+  DeviceBuffer<int32_t> d_offsets(offsets.size());
+  d_offsets.upload(offsets);
+  DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(num_seqs, total_tokens));
+  workspace.poison();
+  ASSERT_EQ(cudaSuccess, schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens,
+                                                        workspace.get(), nullptr));
+  const auto raw = workspace.download();
+  int32_t count;
+  std::memcpy(&count, raw.data(), sizeof(count));
+  const auto want = reference::block_schedule(offsets, total_tokens);
+  ASSERT_EQ(count, static_cast<int32_t>(want.size()));
+  const auto* table = reinterpret_cast<const BlockDesc*>(raw.data() + WorkspaceLayout::kHeaderBytes);
+  for (int32_t i = 0; i < count; ++i) {
+    ASSERT_EQ(table[i].row_begin, want[i].row_begin) << "block " << i;
+    ASSERT_EQ(table[i].row_count, want[i].row_count) << "block " << i;
+  }
+}
+
+TEST(ScheduleKernel, MatchesHostModel) {
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
+  std::mt19937_64 rng(std::random_device{}());
+  for (int num_seqs : {0, 1, 7, 1023, 1024, 1025, 3000}) {
+    std::uniform_int_distribution<int32_t> len(0, 200);
+    std::vector<int32_t> offsets{0};
+    for (int b = 0; b < num_seqs; ++b) offsets.push_back(offsets.back() + len(rng));
+    const int32_t total = offsets.back();
+    SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs));
+    expect_device_matches_host(offsets, total);
+    // Malformed: random values anywhere around [0, T].
+    std::uniform_int_distribution<int32_t> any(-500, total + 500);
+    for (auto& o : offsets) o = any(rng);
+    expect_device_matches_host(offsets, total);
+  }
+}
+
+}  // namespace
+}  // namespace blockattn

@@ -1,0 +1,323 @@
+"""Tests of the blockattn PyTorch front end. Needs a CUDA GPU and libblockattn.so.
+
+Accuracy is judged against a float64 reference: for out, dq, dk and dv the
+relative L2 error of blockattn must be at most ERROR_RATIO times the error of
+the same computation written in eager PyTorch at the input precision.
+Run with `-s` to see both errors of every comparison.
+"""
+
+import math
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+if not torch.cuda.is_available():
+    pytest.skip("blockattn needs a CUDA device; torch.cuda.is_available() is False", allow_module_level=True)
+try:
+    import blockattn  # noqa: F401  (loads libblockattn.so)
+except ImportError as exc:
+    pytest.skip(f"blockattn could not be imported: {exc}", allow_module_level=True)
+
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from blockattn import block_attention, ops, workloads  # noqa: E402
+from blockattn.reference import block_attention_reference  # noqa: E402
+
+# Every edge of the 64-token blocking: empty sequences, one token, one short of,
+# exactly and one past a block, two blocks, and a 32-block sequence.
+EDGE_LENGTHS = [0, 1, 63, 64, 65, 0, 127, 128, 2048, 5]
+HEAD_CONFIGS = [(8, 2, 64), (4, 1, 128), (4, 4, 128), (2, 2, 64)]  # (Hq, Hkv, D)
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+ERROR_RATIO = 1.5
+RESULT_NAMES = ("out", "dq", "dk", "dv")
+# ~50 ms of GPU time on any current part: long enough that work wrongly put on
+# another stream would overtake the work queued behind the sleep.
+SLEEP_CYCLES = 100_000_000
+
+
+def make_batch(lengths, hq=4, hkv=2, d=64, dtype=torch.bfloat16, device="cuda"):
+    return workloads.random_batch(lengths, hq, hkv, d, dtype=dtype, device=device)
+
+
+def forward_backward(fn, q, k, v, offsets, dout, **kwargs):
+    """(out, dq, dk, dv) of fn at (q, k, v); the inputs keep their strides."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = fn(q, k, v, offsets, **kwargs)
+    return (out.detach(), *torch.autograd.grad(out, (q, k, v), dout))
+
+
+def rel_l2(x, ref) -> float:
+    ref = ref.double()
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def assert_accurate(q, k, v, offsets, scale=None):
+    dout = torch.randn(q.shape, dtype=q.dtype, device=q.device)
+    ours = forward_backward(block_attention, q, k, v, offsets, dout, scale=scale)
+    eager = forward_backward(block_attention_reference, q, k, v, offsets, dout, scale=scale)
+    exact = forward_backward(
+        block_attention_reference, q.double(), k.double(), v.double(), offsets, dout.double(), scale=scale
+    )
+    for name, got, same_precision, want, like in zip(RESULT_NAMES, ours, eager, exact, (q, q, k, v)):
+        assert (got.shape, got.dtype, got.device) == (like.shape, like.dtype, like.device), name
+        assert got.is_contiguous(), name
+        err, eager_err = rel_l2(got, want), rel_l2(same_precision, want)
+        print(f"{name}: rel-L2 vs fp64: blockattn {err:.3e}, eager {q.dtype} {eager_err:.3e}")
+        assert math.isfinite(err) and err <= ERROR_RATIO * eager_err, (
+            f"{name}: blockattn error {err:.3e} exceeds {ERROR_RATIO} x eager error {eager_err:.3e}"
+        )
+
+
+def assert_all_equal(got, want):
+    for name, a, b in zip(RESULT_NAMES, got, want, strict=True):
+        assert torch.equal(a, b), f"{name} differs"
+
+
+# --------------------------------------------------------------------------- #
+# Numerics
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("hq,hkv,d", HEAD_CONFIGS, ids=[f"hq{a}-hkv{b}-d{c}" for a, b, c in HEAD_CONFIGS])
+def test_matches_fp64_reference(hq, hkv, d, dtype):
+    assert_accurate(*make_batch(EDGE_LENGTHS, hq, hkv, d, dtype))
+
+
+def test_custom_scale():
+    assert_accurate(*make_batch(EDGE_LENGTHS, 4, 2, 128), scale=0.3)
+
+
+def test_many_random_lengths():
+    lengths = torch.randint(0, 300, (257,)).tolist()
+    assert_accurate(*make_batch(lengths, 8, 2, 64))
+
+
+def test_no_tokens():
+    q, k, v, offsets = make_batch([0, 0, 0], 4, 2, 64)
+    out, dq, dk, dv = forward_backward(block_attention, q, k, v, offsets, torch.empty_like(q))
+    assert (out.shape, dq.shape, dk.shape, dv.shape) == (q.shape, q.shape, k.shape, v.shape)
+
+
+def test_backward_is_deterministic():
+    q, k, v, offsets = make_batch(EDGE_LENGTHS, 8, 2, 128)
+    dout = torch.randn_like(q)
+    first = forward_backward(block_attention, q, k, v, offsets, dout)
+    second = forward_backward(block_attention, q, k, v, offsets, dout)
+    assert_all_equal(first, second)
+
+
+# --------------------------------------------------------------------------- #
+# Layouts
+# --------------------------------------------------------------------------- #
+
+
+def _strided_inputs(layout: str, hq: int, hkv: int, d: int):
+    """q, k, v views of one buffer, the way models produce them."""
+    total = sum(EDGE_LENGTHS)
+    randn = lambda *shape: torch.randn(*shape, dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    if layout == "packed-qkv":  # [T, 3, H, D] from a fused projection
+        return randn(total, 3, hq, d).unbind(1)
+    if layout == "packed-gqa":  # [T, Hq + 2 Hkv, D] from a fused GQA projection
+        return randn(total, hq + 2 * hkv, d).split([hq, hkv, hkv], dim=1)
+    if layout == "head-major":  # [3, H, T, D] storage seen as [T, H, D]
+        return randn(3, hq, total, d).transpose(1, 2).unbind(0)
+    if layout == "dim-major":  # [T, D, H] storage: the last dim is not unit-stride
+        return randn(3, total, d, hq).transpose(-1, -2).unbind(0)
+    if layout == "misaligned":  # contiguous, but 2 bytes past a 16-byte boundary
+        return randn(3 * total * hq * d + 1)[1:].view(3, total, hq, d).unbind(0)
+    raise AssertionError(layout)
+
+
+@pytest.mark.parametrize("layout", ["packed-qkv", "packed-gqa", "head-major"])
+def test_strided_layouts_are_read_in_place(layout):
+    hkv = 2 if layout == "packed-gqa" else 4
+    q, k, v = _strided_inputs(layout, 4, hkv, 128)
+    for t in (q, k, v):
+        assert not t.is_contiguous() and ops._kernel_operand(t) is t
+    assert_accurate(q, k, v, workloads.offsets_from_lengths(EDGE_LENGTHS, "cuda"))
+
+
+@pytest.mark.parametrize("layout", ["dim-major", "misaligned"])
+def test_unreadable_layouts_are_copied(layout):
+    q, k, v = _strided_inputs(layout, 4, 4, 64)
+    for t in (q, k, v):
+        operand = ops._kernel_operand(t)
+        assert operand is not t and operand.is_contiguous() and operand.data_ptr() % 16 == 0
+    assert_accurate(q, k, v, workloads.offsets_from_lengths(EDGE_LENGTHS, "cuda"))
+
+
+# --------------------------------------------------------------------------- #
+# PyTorch integration
+# --------------------------------------------------------------------------- #
+
+
+def test_opcheck():
+    q, k, v, offsets = make_batch([5, 64, 70, 0, 130], 4, 2, 64)
+    dout = torch.randn_like(q)
+    torch.library.opcheck(torch.ops.blockattn.block_attention_bwd.default, (dout, q, k, v, offsets, 0.125))
+    for t in (q, k, v):
+        t.requires_grad_()
+    torch.library.opcheck(torch.ops.blockattn.block_attention_fwd.default, (q, k, v, offsets, 0.125))
+
+
+class _Attention(torch.nn.Module):
+    def forward(self, q, k, v, offsets):
+        return block_attention(q, k, v, offsets)
+
+
+def test_torch_export():
+    args = make_batch(EDGE_LENGTHS, 4, 2, 64)
+    program = torch.export.export(_Attention(), args)
+    targets = {node.target for node in program.graph.nodes}
+    assert torch.ops.blockattn.block_attention_fwd.default in targets
+    assert torch.equal(program.module()(*args), block_attention(*args))
+
+
+def test_torch_compile_fullgraph_forward_backward():
+    torch._dynamo.reset()
+    q, k, v, offsets = make_batch(EDGE_LENGTHS, 8, 2, 128)
+    dout = torch.randn_like(q)
+    # fullgraph=True turns any graph break into an error.
+    compiled = torch.compile(block_attention, fullgraph=True)
+    got = forward_backward(compiled, q, k, v, offsets, dout)
+    assert_all_equal(got, forward_backward(block_attention, q, k, v, offsets, dout))
+
+
+def test_cuda_graph_capture_and_replay():
+    hq, hkv, d = 8, 2, 64
+    q, k, v, offsets = make_batch(EDGE_LENGTHS, hq, hkv, d)
+    static_inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+    static_offsets = offsets.clone()
+    static_dout = torch.randn_like(q)
+
+    def step():
+        out = block_attention(*static_inputs, static_offsets)
+        return (out.detach(), *torch.autograd.grad(out, static_inputs, static_dout))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm up outside the capture, as torch.cuda.graph requires
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_results = step()
+
+    # New values everywhere, offsets included (same B and T): the library
+    # builds its block schedule on the device, so the replay must follow them.
+    new_inputs = make_batch(EDGE_LENGTHS[::-1], hq, hkv, d)
+    new_dout = torch.randn_like(q)
+    with torch.no_grad():
+        for static, new in zip((*static_inputs, static_offsets, static_dout), (*new_inputs, new_dout)):
+            static.copy_(new)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_all_equal(static_results, forward_backward(block_attention, *new_inputs, new_dout))
+
+
+def test_runs_on_the_current_stream():
+    q, k, v, offsets = make_batch(EDGE_LENGTHS, 4, 2, 128)
+    new_q, new_dout = torch.randn_like(q), torch.randn_like(q)
+    want = forward_backward(block_attention, new_q, k, v, offsets, new_dout)
+    dout = torch.zeros_like(q)
+    torch.cuda.synchronize()
+
+    # Each pass is queued behind a sleep and a copy of its real input on a side
+    # stream; an op that launched anywhere else would read the stale input.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        q.copy_(new_q)
+        q.requires_grad_()
+        k.requires_grad_()
+        v.requires_grad_()
+        out = block_attention(q, k, v, offsets)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        dout.copy_(new_dout)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    torch.cuda.current_stream().wait_stream(side)
+    assert_all_equal((out.detach(), *grads), want)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA devices")
+def test_second_device():
+    torch.cuda.set_device(0)
+    q, k, v, offsets = make_batch(EDGE_LENGTHS, 8, 2, 64, device="cuda:1")
+    assert_accurate(q, k, v, offsets)
+
+
+def test_flop_counter():
+    lengths, hq, hkv, d = [0, 1, 63, 64, 65, 130], 4, 2, 64
+    q, k, v, offsets = make_batch(lengths, hq, hkv, d)
+    pairs = sum((n // 64) * 64 * 64 + (n % 64) ** 2 for n in lengths)  # (query, key) pairs
+    for t in (q, k, v):
+        t.requires_grad_()
+    with FlopCounterMode(display=False) as counter:
+        out = block_attention(q, k, v, offsets)
+    assert counter.get_total_flops() == 4 * hq * d * pairs
+    with FlopCounterMode(display=False) as counter:
+        out.backward(torch.randn_like(out))
+    assert counter.get_total_flops() == 10 * hq * d * pairs  # 2.5x the forward
+
+
+# --------------------------------------------------------------------------- #
+# Errors
+# --------------------------------------------------------------------------- #
+
+
+def _with(**changes):
+    """Replaces arguments; each value is a function of the valid arguments."""
+    return lambda args: {**args, **{name: make(args) for name, make in changes.items()}}
+
+
+INVALID_ARGUMENTS = [
+    # (case, mutation, exception, argument the message must name)
+    ("q-not-a-tensor", _with(q=lambda a: [1.0]), TypeError, "q"),
+    ("q-float32", _with(q=lambda a: a["q"].float()), TypeError, "q"),
+    ("k-dtype", _with(k=lambda a: a["k"].half()), TypeError, "k"),
+    ("v-dtype", _with(v=lambda a: a["v"].half()), TypeError, "v"),
+    ("offsets-not-a-tensor", _with(offsets=lambda a: [0, 3, 73]), TypeError, "offsets"),
+    ("offsets-int64", _with(offsets=lambda a: a["offsets"].long()), TypeError, "offsets"),
+    ("q-cpu", _with(q=lambda a: a["q"].cpu()), ValueError, "q"),
+    ("k-cpu", _with(k=lambda a: a["k"].cpu()), ValueError, "k"),
+    ("offsets-cpu", _with(offsets=lambda a: a["offsets"].cpu()), ValueError, "offsets"),
+    ("q-rank", _with(q=lambda a: a["q"][None]), ValueError, "q"),
+    ("k-rank", _with(k=lambda a: a["k"][0], v=lambda a: a["v"][0]), ValueError, "k"),
+    ("v-shape", _with(v=lambda a: a["v"][:, :1]), ValueError, "v"),
+    ("k-tokens", _with(k=lambda a: a["k"][1:], v=lambda a: a["v"][1:]), ValueError, "k"),
+    ("k-head-dim", _with(k=lambda a: a["k"][..., :64], v=lambda a: a["v"][..., :64]), ValueError, "k"),
+    ("q-head-dim-96", _with(**{n: (lambda a, n=n: a[n][..., :96]) for n in "qkv"}), ValueError, "q"),
+    ("q-heads-not-multiple", _with(q=lambda a: a["q"][:, :3]), ValueError, "q"),
+    ("offsets-2d", _with(offsets=lambda a: a["offsets"][None]), ValueError, "offsets"),
+    ("offsets-empty", _with(offsets=lambda a: a["offsets"][:0]), ValueError, "offsets"),
+    ("scale-nan", _with(scale=lambda a: float("nan")), ValueError, "scale"),
+    ("scale-inf", _with(scale=lambda a: float("inf")), ValueError, "scale"),
+    ("scale-zero", _with(scale=lambda a: 0.0), ValueError, "scale"),
+    ("scale-negative", _with(scale=lambda a: -0.1), ValueError, "scale"),
+    ("scale-over-float32", _with(scale=lambda a: 1e39), ValueError, "scale"),
+    ("scale-str", _with(scale=lambda a: "0.1"), TypeError, "scale"),
+    ("scale-bool", _with(scale=lambda a: True), TypeError, "scale"),
+    ("scale-tensor", _with(scale=lambda a: a["q"].new_tensor(0.1)), TypeError, "scale"),
+]
+
+
+@pytest.mark.parametrize(
+    "mutate,error,argument", [case[1:] for case in INVALID_ARGUMENTS], ids=[case[0] for case in INVALID_ARGUMENTS]
+)
+def test_invalid_arguments(mutate, error, argument):
+    q, k, v, offsets = make_batch([3, 70], 4, 2, 128)
+    args = mutate({"q": q, "k": k, "v": v, "offsets": offsets})
+    with pytest.raises(error) as excinfo:
+        block_attention(**args)
+    assert re.search(rf"\b{argument}\b", str(excinfo.value)), str(excinfo.value)
+
+
+def test_library_errors_raise_runtime_error():
+    # Bypasses the Python checks: the C library's own validation must surface.
+    q, k, v = (torch.randn(70, 4, 96, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    offsets = workloads.offsets_from_lengths([70], "cuda")
+    with pytest.raises(RuntimeError, match=r"blockattn forward failed \(\w+\): \S"):
+        torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, 0.1)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build, read the kernels' resource use and SASS,
+# run the GPU tests (and the malformed-offsets ones under compute-sanitizer),
+# the Python suite, and the benchmarks; print a short summary table last.
+#
+#   STEPS="build sass test sanitize bench python compare" tools/gpu_check.sh
+# Logs and JSON go to $OUT (default: gpu_out/).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${STEPS:-"build sass test sanitize bench python"}
+OUT=${OUT:-gpu_out}
+BENCH_ARGS=${BENCH_ARGS:-"--workloads headline-d128,headline-d64,sweep-d128-L256-f0.5,sweep-d64-L256-f0.5"}
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+summary=()
+note() { summary+=("$(printf '%-10s %s' "$1" "$2")"); }
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if want build; then
+  if cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
+     cmake --build build -j 16 >>"$OUT/build.log" 2>&1; then
+    note build "ok ($(grep -c 'spill' "$OUT/build.log") ptxas spill lines)"
+  else
+    tail -40 "$OUT/build.log"; note build FAILED; printf '%s\n' "${summary[@]}"; exit 1
+  fi
+fi
+
+if want sass; then
+  cuobjdump -res-usage build/libblockattn.so 2>&1 | c++filt | grep -E "Function|REG" >"$OUT/resources.txt"
+  cuobjdump -sass build/libblockattn.so 2>/dev/null | c++filt >"$OUT/sass.txt"
+  awk '/Function :/ {f=$0} /HMMA/ {h[f]++} /LDL|STL/ {l[f]++} END {for (k in h) printf "%s HMMA=%d LDL/STL=%d\n", k, h[k], l[k]}' \
+    "$OUT/sass.txt" | sed 's/.*Function : //' | sort >"$OUT/sass_summary.txt"
+  cat "$OUT/sass_summary.txt"
+  note sass "$(wc -l <"$OUT/sass_summary.txt") kernels with HMMA; see sass_summary.txt"
+fi
+
+if want test; then
+  ctest --test-dir build --output-on-failure -j 4 >"$OUT/ctest.log" 2>&1
+  rc=$?
+  build/tests/test_gpu --gtest_filter='*KernelTest*:*Malformed*' 2>&1 | grep -E "^\[ RUN|rel_l2" >"$OUT/accuracy.txt"
+  note tests "$(grep -E 'tests passed' "$OUT/ctest.log") (rc=$rc)"
+  [ $rc -eq 0 ] || grep -E "Failed|FAILED|Expected|Which is|error" "$OUT/ctest.log" | head -40
+fi
+
+if want sanitize; then
+  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_gpu \
+    --gtest_filter='*Malformed*:ScheduleKernel*' >"$OUT/memcheck.log" 2>&1
+  note memcheck "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+fi
+
+if want bench; then
+  build/bench/bench_blockattn $BENCH_ARGS --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+  note bench "rc=${PIPESTATUS[0]} (table below)"
+fi
+
+if want python && [ -d tests/python ]; then
+  PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" timeout 900 \
+    python3 -m pytest -q -x tests/python >"$OUT/pytest.log" 2>&1
+  note pytest "rc=$? $(tail -1 "$OUT/pytest.log")"
+fi
+
+if want compare && [ -f bench/compare.py ]; then
+  PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" PYTHONUNBUFFERED=1 timeout 400 \
+    python3 bench/compare.py ${COMPARE_ARGS:-} --json "$OUT/compare.json" --png "$OUT/compare.png" >"$OUT/compare.log" 2>&1
+  note compare "rc=$? (compare.log)"
+  tail -40 "$OUT/compare.log"
+fi
+
+echo
+echo "==== summary ===="
+printf '%s\n' "${summary[@]}"
+[ -f "$OUT/bench.log" ] && sed -n '/^workload/,$p' "$OUT/bench.log"
+exit 0
