@@ -80,7 +80,7 @@ def assert_all_equal(got, want):
 # --------------------------------------------------------------------------- #
 
 
-@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=list(DTYPES))
 @pytest.mark.parametrize("hq,hkv,d", HEAD_CONFIGS, ids=[f"hq{a}-hkv{b}-d{c}" for a, b, c in HEAD_CONFIGS])
 def test_matches_fp64_reference(hq, hkv, d, dtype):
     assert_accurate(*make_batch(EDGE_LENGTHS, hq, hkv, d, dtype))
