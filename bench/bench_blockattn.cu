@@ -5,7 +5,7 @@
 // before it is timed.
 //
 //   bench_blockattn [--workloads a,b,...] [--sweep] [--reps N] [--json PATH]
-//                   [--backend auto|portable]
+//                   [--backend auto|portable|hopper]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -273,9 +273,10 @@ int main(int argc, char** argv) {
     } else if (a == "--json") {
       json = value();
     } else if (a == "--backend") {
-      backend = value() == "portable" ? Backend::kPortable : Backend::kAuto;
+      const std::string b = value();
+      backend = b == "portable" ? Backend::kPortable : b == "hopper" ? Backend::kHopper : Backend::kAuto;
     } else {
-      std::fprintf(stderr, "usage: %s [--workloads a,b] [--sweep] [--reps N>=20] [--json PATH] [--backend auto|portable]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--workloads a,b] [--sweep] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper]\n", argv[0]);
       return 2;
     }
   }
@@ -287,8 +288,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   const double copy_tbs = copy_bandwidth_tbs(reps);
-  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)\n", prop.name,
-              prop.multiProcessorCount, copy_tbs);
+  static const char* kBackendNames[] = {"auto", "portable", "hopper"};
+  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)   forward backend: %s\n",
+              prop.name, prop.multiProcessorCount, copy_tbs, kBackendNames[static_cast<int>(backend)]);
 
   std::vector<Result> results;
   bool accurate = true;

@@ -45,19 +45,27 @@ if want test; then
 fi
 
 if want sanitize; then
-  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_gpu \
-    --gtest_filter='*Malformed*:ScheduleKernel*' >"$OUT/memcheck.log" 2>&1
+  # Malformed offsets and the forward paths under memcheck (exact-size
+  # allocations: any read or write past a tensor is reported), then racecheck.
+  filter='*Malformed*:ScheduleKernel*:Dispatch*:*KernelTest*d64_hq4_hkv1*'
+  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/memcheck.log" 2>&1
   note memcheck "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_hopper >>"$OUT/memcheck.log" 2>&1
+  note memcheck "hopper primitives rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+  compute-sanitizer --tool racecheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/racecheck.log" 2>&1
+  note racecheck "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
 fi
 
 if want bench; then
-  build/bench/bench_blockattn $BENCH_ARGS --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
-  note bench "rc=${PIPESTATUS[0]} (table below)"
+  for backend in portable auto; do
+    build/bench/bench_blockattn $BENCH_ARGS --backend $backend --json "$OUT/bench_$backend.json" 2>&1 | tee "$OUT/bench_$backend.log"
+    note bench "$backend: rc=${PIPESTATUS[0]} (table below)"
+  done
 fi
 
 if want python && [ -d tests/python ]; then
   PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" timeout 900 \
-    python3 -m pytest -q -x tests/python >"$OUT/pytest.log" 2>&1
+    python3 -m pytest -q -p no:cacheprovider -rs tests/python >"$OUT/pytest.log" 2>&1
   note pytest "rc=$? $(tail -1 "$OUT/pytest.log")"
 fi
 
@@ -71,5 +79,8 @@ fi
 echo
 echo "==== summary ===="
 printf '%s\n' "${summary[@]}"
-[ -f "$OUT/bench.log" ] && sed -n '/^workload/,$p' "$OUT/bench.log"
+for backend in portable auto; do
+  [ -f "$OUT/bench_$backend.log" ] && echo "-- forward backend: $backend (backward: portable)" &&
+    grep -E "^GPU" "$OUT/bench_$backend.log" && sed -n '/^workload/,$p' "$OUT/bench_$backend.log"
+done
 exit 0

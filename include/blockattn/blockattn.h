@@ -33,8 +33,15 @@ inline constexpr int kBlockSize = 64;
 
 enum class DType { kBF16 = 0, kFP16 = 1 };
 
-// Which implementation runs. kAuto picks the fastest one the device supports.
-enum class Backend { kAuto = 0, kPortable = 1 };
+// Which implementation runs the forward.
+//   kAuto:     the sm_90 path (TMA, wgmma) on compute capability 9.x when the
+//              tensors' layout allows TMA, else the portable path. The
+//              environment variable BLOCKATTN_FORCE_PORTABLE=1 turns kAuto into
+//              kPortable (for tests and comparisons).
+//   kPortable: the sm_80+ path (mma.sync), on any supported GPU.
+//   kHopper:   the sm_90 path; kUnsupported where it cannot run.
+// The backward has one implementation (portable) in this version.
+enum class Backend { kAuto = 0, kPortable = 1, kHopper = 2 };
 
 enum class StatusCode {
   kOk = 0,

@@ -55,8 +55,9 @@ def block_attention(
             (query head h reads kv head h // (Hq // Hkv)).
         offsets: int32 [B + 1] on q's device, offsets[0] == 0, non-decreasing,
             offsets[B] == T. Its contents are not checked on the host (that
-            would synchronize); the library clamps malformed offsets so no row
-            outside [0, T) is touched, but the result is then unspecified.
+            would synchronize). The library clamps malformed offsets so that
+            no row outside [0, T) is touched; rows that no sequence covers
+            (e.g. past offsets[B] < T) are left uninitialized in out, dq, dk, dv.
         scale: softmax scale, default 1/sqrt(D).
 
     Returns:
@@ -183,16 +184,13 @@ block_attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 def _kernel_operand(t: Tensor) -> Tensor:
     """`t` itself when the library can read it in place, else a contiguous copy.
 
-    The C ABI wants a unit-stride last dim, token and head strides that are
-    positive multiples of 8 elements, and a 16-byte-aligned data pointer.
-    Zero strides (expanded tensors, e.g. the gradient of `out.sum()`) are copied
-    rather than trusted to the kernels.
+    The C ABI reads any view with a unit-stride last dim, token and head strides
+    that are multiples of 8 elements (zero included: inputs may overlap) and a
+    16-byte-aligned data pointer.
     """
     token_stride, head_stride, dim_stride = t.stride()
     in_place = (
         dim_stride == 1
-        and token_stride > 0
-        and head_stride > 0
         and token_stride % _STRIDE_MULTIPLE == 0
         and head_stride % _STRIDE_MULTIPLE == 0
         and t.data_ptr() % _ALIGN_BYTES == 0

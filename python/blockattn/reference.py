@@ -31,6 +31,7 @@ def block_attention_reference(
     *,
     compute_dtype: torch.dtype | None = None,
 ) -> Tensor:
+    """block_attention in eager PyTorch: same arguments and result shape (see the module docstring)."""
     total, num_q_heads, head_dim = q.shape
     group = num_q_heads // k.shape[1]
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale

@@ -114,7 +114,7 @@ def block_lengths(lengths: torch.Tensor) -> torch.Tensor:
 
 
 def block_offsets(offsets: torch.Tensor) -> torch.Tensor:
-    """int32 cu_seqlens with one entry per 64-token block, on offsets' device.
+    """int32 cu_seqlens with one entry per 64-token block, on offsets' device (offsets[0] == 0).
 
     This turns block-diagonal attention into ordinary varlen attention with
     max_seqlen 64, which is how FlashAttention-2 varlen and the cuDNN/varlen

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include <cuda_bf16.h>
@@ -11,6 +12,8 @@
 
 #include "api/device_info.h"
 #include "api/validate.h"
+#include "hopper/forward_params.h"
+#include "hopper/tensor_map.h"
 #include "portable/kernel_params.h"
 #include "schedule/block_schedule.h"
 
@@ -72,15 +75,60 @@ Status build_schedule(const Shape& s, const int32_t* offsets, void* workspace, c
                      "launching the block-schedule kernel");
 }
 
+bool portable_forced_by_environment() {
+  const char* v = std::getenv("BLOCKATTN_FORCE_PORTABLE");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+// Decides whether the forward takes the sm_90 path and, if so, encodes its TMA
+// maps. kAuto falls back to the portable path quietly; kHopper reports why not.
+Status select_hopper_forward(const ForwardArgs& a, const KernelParams& p, bool* use, hopper::ForwardParams* hp) {
+  *use = false;
+  Backend backend = a.options.backend;
+  if (backend == Backend::kAuto && portable_forced_by_environment()) backend = Backend::kPortable;
+  if (backend == Backend::kPortable) return Status::Ok();
+  const int cc = compute_capability();
+  if (cc == 0) return cuda_failure(cudaGetLastError(), "querying the current device");
+  if (cc != 90) {
+    if (backend == Backend::kAuto) return Status::Ok();
+    return {StatusCode::kUnsupported, "blockattn: backend kHopper needs compute capability 9.0; device has " +
+                                          std::to_string(cc / 10) + "." + std::to_string(cc % 10)};
+  }
+  const Shape& s = a.shape;
+  const char* error = nullptr;
+  const bool encoded =
+      hopper::encode_head_tile_map(&hp->q_map, a.q, s.dtype, s.total_tokens, s.num_q_heads, s.head_dim, hopper::kBoxRows, &error) &&
+      hopper::encode_head_tile_map(&hp->k_map, a.k, s.dtype, s.total_tokens, s.num_kv_heads, s.head_dim, hopper::kBoxRows, &error) &&
+      hopper::encode_head_tile_map(&hp->v_map, a.v, s.dtype, s.total_tokens, s.num_kv_heads, s.head_dim, hopper::kBoxRows, &error);
+  if (!encoded) {
+    if (backend == Backend::kAuto) return Status::Ok();
+    return {StatusCode::kUnsupported, std::string("blockattn: backend kHopper cannot use these tensors: ") + error};
+  }
+  hp->out = p.out;
+  hp->num_q_heads = p.num_q_heads;
+  hp->group_size = p.group_size;
+  hp->scale_log2 = p.scale_log2;
+  hp->block_count = p.block_count;
+  hp->blocks = p.blocks;
+  *use = true;
+  return Status::Ok();
+}
+
 template <typename T, int D>
 struct ForwardLaunch {
-  static Status run(const Shape& s, const int32_t* offsets, const KernelParams& p, void* workspace,
-                    cudaStream_t stream) {
+  static Status run(const ForwardArgs& a, const KernelParams& p, void* workspace, cudaStream_t stream) {
+    const Shape& s = a.shape;
     const int64_t max_tiles = schedule::max_blocks(s.num_seqs, s.total_tokens) * s.num_q_heads;
+    bool hopper_path = false;
+    hopper::ForwardParams hp;
+    if (Status st = select_hopper_forward(a, p, &hopper_path, &hp); !st.ok()) return st;
+    const int ctas_per_sm = hopper_path ? hopper::forward_ctas_per_sm<T, D>() : portable::forward_ctas_per_sm<T, D>();
     int num_ctas = 0;
-    if (Status st = persistent_grid(portable::forward_ctas_per_sm<T, D>(), max_tiles, &num_ctas); !st.ok()) return st;
-    if (Status st = build_schedule(s, offsets, workspace, stream); !st.ok()) return st;
-    return cuda_status(portable::launch_forward<T, D>(p, num_ctas, stream), "launching the forward kernel");
+    if (Status st = persistent_grid(ctas_per_sm, max_tiles, &num_ctas); !st.ok()) return st;
+    if (Status st = build_schedule(s, a.offsets, workspace, stream); !st.ok()) return st;
+    const cudaError_t err = hopper_path ? hopper::launch_forward<T, D>(hp, num_ctas, stream)
+                                        : portable::launch_forward<T, D>(p, num_ctas, stream);
+    return cuda_status(err, "launching the forward kernel");
   }
 };
 
@@ -114,7 +162,7 @@ Status forward(const ForwardArgs& a, void* workspace, size_t workspace_bytes, cu
   p.k = strided(a.k);
   p.v = strided(a.v);
   p.out = strided(a.out);
-  return dispatch<ForwardLaunch>(s.dtype, s.head_dim, s, a.offsets, p, workspace, stream);
+  return dispatch<ForwardLaunch>(s.dtype, s.head_dim, a, p, workspace, stream);
 }
 
 Status backward(const BackwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {

@@ -43,8 +43,8 @@ Status check_shape(const Shape& s, const int32_t* offsets, const Options& o) {
     return invalid("offsets must be 4-byte aligned");
   if (!std::isfinite(o.softmax_scale))
     return invalid("softmax_scale must be finite (0 selects 1/sqrt(head_dim)); got ", o.softmax_scale);
-  if (o.backend != Backend::kAuto && o.backend != Backend::kPortable)
-    return invalid("backend must be kAuto or kPortable; got ", static_cast<int>(o.backend));
+  if (o.backend != Backend::kAuto && o.backend != Backend::kPortable && o.backend != Backend::kHopper)
+    return invalid("backend must be kAuto, kPortable or kHopper; got ", static_cast<int>(o.backend));
   return Status::Ok();
 }
 

@@ -147,6 +147,19 @@ std::vector<int32_t> test_offsets(OffsetsKind kind, const std::vector<int32_t>& 
   return {};
 }
 
+int device_compute_capability() {
+  cudaDeviceProp prop;
+  BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  return prop.major * 10 + prop.minor;
+}
+
+// The portable path everywhere, plus the sm_90 path on compute capability 9.0.
+std::vector<Backend> forward_backends() {
+  if (device_compute_capability() == 90) return {Backend::kPortable, Backend::kHopper};
+  std::printf("  (sm_90 forward path not tested: device is not compute capability 9.0)\n");
+  return {Backend::kPortable};
+}
+
 double tolerance(DType dtype) {
   // bf16 keeps 8 mantissa bits, fp16 11: P and the outputs are rounded once each.
   return dtype == DType::kBF16 ? 1e-2 : 2e-3;
@@ -181,31 +194,37 @@ void run_case(const Config& c) {
 
   const Shape shape{num_seqs, tokens, c.hq, c.hkv, c.head_dim, c.dtype};
 
-  // Forward, twice into poisoned outputs: accuracy, untouched rows, determinism.
-  std::vector<T> outs[2];
-  for (auto& host_out : outs) {
-    DeviceBuffer<T> out(ql.elems());
-    out.poison();
-    ForwardArgs a;
-    a.shape = shape;
-    a.offsets = offsets.get();
-    a.q = ql.view(dq_in.get());
-    a.k = kl.view(dk_in.get());
-    a.v = kl.view(dv_in.get());
-    a.out = ql.view(out.get());
-    const Status s = forward(a, workspace.get(), workspace.bytes(), nullptr);
-    ASSERT_TRUE(s.ok()) << s.message;
-    BA_CHECK_CUDA(cudaDeviceSynchronize());
-    host_out = out.download();
-  }
+  // Forward on every path this GPU has, twice each into poisoned outputs:
+  // accuracy, untouched rows, determinism.
   std::vector<double> ref_out(q.dense.size());
   reference::forward(ref, q.dense, k.dense, v.dense, ref_out);
-  const Accuracy fa = compare(outs[0], ql, ref_out, blocks);
-  std::printf("  forward  rel_l2=%.3e max_abs=%.3e\n", fa.rel_l2, fa.max_abs);
-  EXPECT_EQ(fa.nonfinite, 0u);
-  EXPECT_EQ(fa.clobbered, 0u) << "elements outside every block were written";
-  EXPECT_LE(fa.rel_l2, tolerance(c.dtype));
-  EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(T))) << "forward not deterministic";
+  for (Backend backend : forward_backends()) {
+    std::vector<T> outs[2];
+    for (auto& host_out : outs) {
+      DeviceBuffer<T> out(ql.elems());
+      out.poison();
+      ForwardArgs a;
+      a.shape = shape;
+      a.offsets = offsets.get();
+      a.q = ql.view(dq_in.get());
+      a.k = kl.view(dk_in.get());
+      a.v = kl.view(dv_in.get());
+      a.out = ql.view(out.get());
+      a.options.backend = backend;
+      const Status s = forward(a, workspace.get(), workspace.bytes(), nullptr);
+      ASSERT_TRUE(s.ok()) << s.message;
+      BA_CHECK_CUDA(cudaDeviceSynchronize());
+      host_out = out.download();
+    }
+    const char* path = backend == Backend::kHopper ? "hopper" : "portable";
+    const Accuracy fa = compare(outs[0], ql, ref_out, blocks);
+    std::printf("  forward (%s) rel_l2=%.3e max_abs=%.3e\n", path, fa.rel_l2, fa.max_abs);
+    EXPECT_EQ(fa.nonfinite, 0u) << path;
+    EXPECT_EQ(fa.clobbered, 0u) << path << ": elements outside every block were written";
+    EXPECT_LE(fa.rel_l2, tolerance(c.dtype)) << path;
+    EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(T)))
+        << path << " forward not deterministic";
+  }
 
   // Backward, twice.
   std::vector<T> grads[2][3];
@@ -238,7 +257,7 @@ void run_case(const Config& c) {
   const std::vector<double>* refs[3] = {&rdq, &rdk, &rdv};
   for (int i = 0; i < 3; ++i) {
     const Accuracy ga = compare(grads[0][i], *layouts[i], *refs[i], blocks);
-    std::printf("  %s       rel_l2=%.3e max_abs=%.3e\n", names[i], ga.rel_l2, ga.max_abs);
+    std::printf("  %s                rel_l2=%.3e max_abs=%.3e\n", names[i], ga.rel_l2, ga.max_abs);
     EXPECT_EQ(ga.nonfinite, 0u) << names[i];
     EXPECT_EQ(ga.clobbered, 0u) << names[i] << ": elements outside every block were written";
     EXPECT_LE(ga.rel_l2, tolerance(c.dtype)) << names[i];
@@ -284,6 +303,46 @@ INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets,
                          ::testing::Values(Config{DType::kBF16, 64, 2, 1, false, OffsetsKind::kMalformed},
                                            Config{DType::kFP16, 128, 4, 4, true, OffsetsKind::kMalformed}),
                          config_name);
+
+// kAuto takes the sm_90 path on compute capability 9.0 unless
+// BLOCKATTN_FORCE_PORTABLE is set; the two paths round differently, so the
+// output's bits tell which one ran.
+TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
+  REQUIRE_GPU();
+  if (device_compute_capability() != 90) GTEST_SKIP() << "only one forward path on this device";
+  std::mt19937_64 rng(std::random_device{}());
+  const auto offsets_h = offsets_from_lengths({300, 64, 17});
+  const int64_t tokens = offsets_h.back();
+  const Layout l = make_layout(tokens, 2, 64, false);
+  HostTensor<__nv_bfloat16> q(l, rng), k(l, rng), v(l, rng);
+  DeviceBuffer<__nv_bfloat16> dq(l.elems()), dk(l.elems()), dv(l.elems()), out(l.elems());
+  dq.upload(q.stored);
+  dk.upload(k.stored);
+  dv.upload(v.stored);
+  DeviceBuffer<int32_t> offsets(offsets_h.size());
+  offsets.upload(offsets_h);
+  DeviceBuffer<unsigned char> ws(workspace_size(3, tokens));
+  auto run = [&](Backend b) {
+    ForwardArgs a;
+    a.shape = {3, tokens, 2, 2, 64, DType::kBF16};
+    a.offsets = offsets.get();
+    a.q = l.view(dq.get());
+    a.k = l.view(dk.get());
+    a.v = l.view(dv.get());
+    a.out = l.view(out.get());
+    a.options.backend = b;
+    EXPECT_TRUE(forward(a, ws.get(), ws.bytes(), nullptr).ok());
+    return out.download();
+  };
+  const auto portable = run(Backend::kPortable), hopper = run(Backend::kHopper);
+  ASSERT_NE(0, std::memcmp(portable.data(), hopper.data(), portable.size() * 2)) << "paths indistinguishable";
+  const auto automatic = run(Backend::kAuto);
+  EXPECT_EQ(0, std::memcmp(automatic.data(), hopper.data(), hopper.size() * 2));
+  setenv("BLOCKATTN_FORCE_PORTABLE", "1", 1);
+  const auto forced = run(Backend::kAuto);
+  unsetenv("BLOCKATTN_FORCE_PORTABLE");
+  EXPECT_EQ(0, std::memcmp(forced.data(), portable.data(), portable.size() * 2));
+}
 
 }  // namespace
 }  // namespace blockattn

@@ -1,13 +1,12 @@
-// Host side of a portable kernel: raising its shared-memory limit and reading
+// Host side of a persistent kernel: raising its shared-memory limit and reading
 // its occupancy once per device, and the launch itself.
 #pragma once
 
 #include "api/device_info.h"
-#include "portable/kernel_params.h"
 
-namespace blockattn::portable {
+namespace blockattn {
 
-template <void (*Kernel)(KernelParams), int kThreads, int kSmemBytes>
+template <typename Params, void (*Kernel)(Params), int kThreads, int kSmemBytes>
 struct KernelLauncher {
   // Resident CTAs per SM on the current device; 0 if the runtime failed.
   static int ctas_per_sm() {
@@ -20,10 +19,10 @@ struct KernelLauncher {
       return ctas;
     });
   }
-  static cudaError_t launch(const KernelParams& p, int num_ctas, cudaStream_t stream) {
+  static cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream) {
     Kernel<<<num_ctas, kThreads, kSmemBytes, stream>>>(p);
     return cudaGetLastError();
   }
 };
 
-}  // namespace blockattn::portable
+}  // namespace blockattn
