@@ -65,7 +65,7 @@ fi
 
 if want python && [ -d tests/python ]; then
   PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" timeout 900 \
-    python3 -m pytest -q -p no:cacheprovider -rs tests/python >"$OUT/pytest.log" 2>&1
+    python3 -m pytest -v -p no:cacheprovider -rs tests/python >"$OUT/pytest.log" 2>&1
   note pytest "rc=$? $(tail -1 "$OUT/pytest.log")"
 fi
 
@@ -76,6 +76,8 @@ if want compare && [ -f bench/compare.py ]; then
   tail -40 "$OUT/compare.log"
 fi
 
+# Only a few files come back from the device: pack the logs into one.
+tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz --exclude sass.txt . 2>/dev/null
 echo
 echo "==== summary ===="
 printf '%s\n' "${summary[@]}"

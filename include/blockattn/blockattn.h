@@ -107,6 +107,10 @@ BLOCKATTN_API size_t workspace_size(int64_t num_seqs, int64_t total_tokens);
 BLOCKATTN_API Status forward(const ForwardArgs& args, void* workspace, size_t workspace_bytes,
                cudaStream_t stream);
 
+// Which implementation forward() would run for these arguments on the current
+// device (kPortable or kHopper), after the same validation; launches nothing.
+BLOCKATTN_API Status forward_backend(const ForwardArgs& args, Backend* chosen);
+
 // dq, dk, dv of the forward above given dout. A single kernel: it recomputes the
 // probabilities, needs neither the forward output nor its logsumexp, and is
 // deterministic (no atomics).

@@ -165,6 +165,15 @@ Status forward(const ForwardArgs& a, void* workspace, size_t workspace_bytes, cu
   return dispatch<ForwardLaunch>(s.dtype, s.head_dim, a, p, workspace, stream);
 }
 
+Status forward_backend(const ForwardArgs& a, Backend* chosen) {
+  if (Status s = validate_forward_tensors(a); !s.ok()) return s;
+  bool hopper_path = false;
+  hopper::ForwardParams hp;
+  if (Status s = select_hopper_forward(a, KernelParams{}, &hopper_path, &hp); !s.ok()) return s;
+  *chosen = hopper_path ? Backend::kHopper : Backend::kPortable;
+  return Status::Ok();
+}
+
 Status backward(const BackwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (Status s = validate_backward(a, workspace, workspace_bytes); !s.ok()) return s;
   const Shape& s = a.shape;

@@ -120,7 +120,7 @@ Status check_workspace(const Shape& s, const void* workspace, size_t bytes) {
 
 }  // namespace
 
-Status validate_forward(const ForwardArgs& a, const void* workspace, size_t workspace_bytes) {
+Status validate_forward_tensors(const ForwardArgs& a) {
   const Shape& s = a.shape;
   BLOCKATTN_RETURN_IF_ERROR(check_shape(s, a.offsets, a.options));
   const int64_t T = s.total_tokens;
@@ -128,8 +128,12 @@ Status validate_forward(const ForwardArgs& a, const void* workspace, size_t work
   const NamedView outs[] = {{"out", &a.out, s.num_q_heads}};
   for (const NamedView& t : ins) BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
   for (const NamedView& t : outs) BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
-  BLOCKATTN_RETURN_IF_ERROR(check_no_overlap(s, outs, 1, ins, 3));
-  return check_workspace(s, workspace, workspace_bytes);
+  return check_no_overlap(s, outs, 1, ins, 3);
+}
+
+Status validate_forward(const ForwardArgs& a, const void* workspace, size_t workspace_bytes) {
+  BLOCKATTN_RETURN_IF_ERROR(validate_forward_tensors(a));
+  return check_workspace(a.shape, workspace, workspace_bytes);
 }
 
 Status validate_backward(const BackwardArgs& a, const void* workspace, size_t workspace_bytes) {
