@@ -1,13 +1,21 @@
 // extern "C" wrappers over the C++ API, with the error message kept per thread.
 #include "blockattn/blockattn_c.h"
 
+#include <cstdio>
 #include <string>
 
 #include "blockattn/blockattn.h"
 
 namespace {
 
-thread_local std::string g_last_error;
+// The calling thread's last message. A plain array: no allocation and no
+// thread-exit destructor in a library that bindings load with dlopen.
+constexpr size_t kMessageBytes = 1024;
+thread_local char g_last_error[kMessageBytes];
+
+void set_last_error(const std::string& message) {
+  std::snprintf(g_last_error, kMessageBytes, "%s", message.c_str());
+}
 
 blockattn::TensorView view(const blockattn_tensor& t) { return {t.data, t.token_stride, t.head_stride}; }
 
@@ -21,12 +29,12 @@ blockattn::Options options(const blockattn_problem& p) {
 }
 
 blockattn_status finish(const blockattn::Status& s) {
-  g_last_error = s.message;
+  set_last_error(s.message);
   return static_cast<blockattn_status>(s.code);
 }
 
 blockattn_status null_problem() {
-  g_last_error = "blockattn: problem must not be null";
+  set_last_error("blockattn: problem must not be null");
   return BLOCKATTN_INVALID_ARGUMENT;
 }
 
@@ -34,7 +42,7 @@ blockattn_status null_problem() {
 
 extern "C" int blockattn_abi_version(void) { return BLOCKATTN_C_ABI_VERSION; }
 
-extern "C" const char* blockattn_last_error(void) { return g_last_error.c_str(); }
+extern "C" const char* blockattn_last_error(void) { return g_last_error; }
 
 extern "C" size_t blockattn_workspace_size(int64_t num_seqs, int64_t total_tokens) {
   return blockattn::workspace_size(num_seqs, total_tokens);

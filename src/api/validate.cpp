@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <sstream>
+#include <cstdio>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "schedule/block_schedule.h"
@@ -14,12 +16,21 @@ namespace {
 
 constexpr int64_t kAlignElems = 8;  // 16 bytes of 16-bit elements
 
+// Message pieces. No iostreams: a host process (e.g. Python) may have changed
+// the global C++ locale, and formatting must not depend on it.
+std::string piece(const char* s) { return s; }
+std::string piece(const std::string& s) { return s; }
+std::string piece(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+std::string piece(Int x) { return std::to_string(x); }
+
 template <typename... Parts>
 Status invalid(const Parts&... parts) {
-  std::ostringstream os;
-  os << "blockattn: ";
-  (os << ... << parts);
-  return {StatusCode::kInvalidArgument, os.str()};
+  return {StatusCode::kInvalidArgument, (std::string("blockattn: ") + ... + piece(parts))};
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -76,7 +76,9 @@ __device__ __forceinline__ void forward_compute_tile(const KernelParams& p, int 
     o.c[j][0] *= inv[0]; o.c[j][1] *= inv[0];
     o.c[j][2] *= inv[1]; o.c[j][3] *= inv[1];
   }
-  // The warp's Q rows are dead (only this warp read them): stage O there.
+  // The warp's Q rows are dead (only this warp read them): stage O there,
+  // once every lane's ldmatrix reads of them are behind it.
+  __syncwarp();
   store_accumulator<T, D, D>(o, q_tile, row0, 0, lane);
   __syncwarp();
   store_warp_rows<D>(q_tile, row0, head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
