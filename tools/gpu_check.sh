@@ -30,10 +30,11 @@ fi
 if want sass; then
   cuobjdump -res-usage build/libblockattn.so 2>&1 | c++filt | grep -E "Function|REG" >"$OUT/resources.txt"
   cuobjdump -sass build/libblockattn.so 2>/dev/null | c++filt >"$OUT/sass.txt"
-  awk '/Function :/ {f=$0} /HMMA/ {h[f]++} /LDL|STL/ {l[f]++} END {for (k in h) printf "%s HMMA=%d LDL/STL=%d\n", k, h[k], l[k]}' \
+  awk '/Function :/ {f=$0; n[f]=1} / HMMA/ {h[f]++} / HGMMA/ {g[f]++} /LDL|STL/ {l[f]++}
+       END {for (k in n) printf "%s HMMA=%d HGMMA=%d LDL/STL=%d\n", k, h[k], g[k], l[k]}' \
     "$OUT/sass.txt" | sed 's/.*Function : //' | sort >"$OUT/sass_summary.txt"
   cat "$OUT/sass_summary.txt"
-  note sass "$(wc -l <"$OUT/sass_summary.txt") kernels with HMMA; see sass_summary.txt"
+  note sass "$(grep -c 'HMMA=[1-9]' "$OUT/sass_summary.txt") kernels with HMMA, $(grep -c 'HGMMA=[1-9]' "$OUT/sass_summary.txt") with HGMMA, $(grep -c 'LDL/STL=[1-9]' "$OUT/sass_summary.txt") with local memory"
 fi
 
 if want test; then
@@ -64,6 +65,13 @@ if want bench; then
 fi
 
 if want python && [ -d tests/python ]; then
+  # The documented offline install, then an import from outside the checkout.
+  if python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/ba_site ./python >"$OUT/pip.log" 2>&1 &&
+     (cd /tmp && PYTHONPATH=/tmp/ba_site python3 -c "import blockattn; print(blockattn.library_path)") >>"$OUT/pip.log" 2>&1; then
+    note pip "installed; loads $(tail -1 "$OUT/pip.log")"
+  else
+    note pip "FAILED (pip.log)"; tail -5 "$OUT/pip.log"
+  fi
   PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" timeout 900 \
     python3 -m pytest -v -p no:cacheprovider -rs tests/python >"$OUT/pytest.log" 2>&1
   note pytest "rc=$? $(tail -1 "$OUT/pytest.log")"

@@ -36,7 +36,9 @@ struct ForwardConfig {
   static constexpr int kStages = D == 64 ? 8 : 4;                  // 192 KB of tiles either way
   static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
-  static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = 240;
+  // 128 x 40 + 256 x 232 <= 64K registers. The producer needs ~40 for its
+  // TMA coordinates without spilling.
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
