@@ -84,8 +84,6 @@ if want compare && [ -f bench/compare.py ]; then
   tail -40 "$OUT/compare.log"
 fi
 
-# Only a few files come back from the device: pack the logs into one.
-tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz --exclude sass.txt . 2>/dev/null
 echo
 echo "==== summary ===="
 printf '%s\n' "${summary[@]}"
@@ -93,4 +91,11 @@ for backend in portable auto; do
   [ -f "$OUT/bench_$backend.log" ] && echo "-- forward backend: $backend (backward: portable)" &&
     grep -E "^GPU" "$OUT/bench_$backend.log" && sed -n '/^workload/,$p' "$OUT/bench_$backend.log"
 done
+
+# PACK_LOGS=1 (for remote runs that return only a few files): pack the logs
+# into one archive and keep only it and the results.
+if [ "${PACK_LOGS:-0}" = 1 ]; then
+  tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz --exclude sass.txt --exclude '*.png' --exclude '*.json' . &&
+    find "$OUT" -maxdepth 1 -type f ! -name logs.tgz ! -name '*.json' ! -name '*.png' -delete
+fi
 exit 0
