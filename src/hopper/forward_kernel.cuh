@@ -19,6 +19,7 @@
 #include "hopper/wgmma.cuh"
 #include "portable/block_rows.cuh"
 #include "portable/softmax.cuh"
+#include "schedule/tile_coords.cuh"
 
 namespace blockattn::hopper {
 
@@ -60,16 +61,7 @@ struct ForwardSmem {
   __device__ unsigned char* v(int stage) const { return q(stage) + 2 * Cfg::kTileBytes; }
 };
 
-struct TileCoords {
-  schedule::BlockDesc block;
-  int q_head, kv_head;
-
-  __device__ static TileCoords at(const ForwardParams& p, int tile) {
-    const int block_index = tile / p.num_q_heads;
-    const int q_head = tile - block_index * p.num_q_heads;
-    return {p.blocks[block_index], q_head, q_head / p.group_size};
-  }
-};
+using schedule::ForwardTileCoords;
 
 // Element offset of (row, col) in a chunked, 128-byte-swizzled tile: the layout
 // TMA writes and wgmma reads.
@@ -86,7 +78,7 @@ __device__ void producer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, ++i) {
     const int stage = i % Cfg::kStages, round = i / Cfg::kStages;
     sm.empty[stage].wait((round & 1) ^ 1);  // the first round finds every stage free
-    const TileCoords t = TileCoords::at(p, tile);
+    const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
     Barrier& full = sm.full[stage];
     full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
 #pragma unroll
@@ -124,7 +116,7 @@ __device__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
   for (int tile = blockIdx.x + consumer * gridDim.x; tile < num_tiles;
        tile += Cfg::kConsumers * gridDim.x, i += Cfg::kConsumers) {
     const int stage = i % Cfg::kStages, round = i / Cfg::kStages;
-    const TileCoords t = TileCoords::at(p, tile);
+    const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
     const int valid = t.block.row_count;
     T* q_tile = reinterpret_cast<T*>(sm.q(stage));
     T* v_tile = reinterpret_cast<T*>(sm.v(stage));

@@ -10,6 +10,7 @@
 
 #include "portable/block_rows.cuh"
 #include "portable/softmax.cuh"
+#include "schedule/tile_coords.cuh"
 
 namespace blockattn::portable {
 
@@ -25,23 +26,12 @@ struct ForwardConfig {
   static constexpr int kMinCtasPerSm = D == 64 ? 3 : 2;
 };
 
-// The tile's block and heads: tiles run block-major so the query heads of one
-// KV group are neighbours and re-read K and V from L2.
-struct ForwardTile {
-  schedule::BlockDesc block;
-  int q_head, kv_head;
-
-  __device__ static ForwardTile at(const KernelParams& p, int tile) {
-    const int block_index = tile / p.num_q_heads;
-    const int q_head = tile - block_index * p.num_q_heads;
-    return {p.blocks[block_index], q_head, q_head / p.group_size};
-  }
-};
+using schedule::ForwardTileCoords;
 
 template <typename T, int D>
 __device__ __forceinline__ void forward_issue_loads(const KernelParams& p, int tile, T* stage) {
   using Cfg = ForwardConfig<T, D>;
-  const ForwardTile t = ForwardTile::at(p, tile);
+  const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
   constexpr int kE = Cfg::kTileElems;
   load_tile_async<kBlockSize, D, Cfg::kThreads>(stage, head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride, t.block.row_count);
   load_tile_async<kBlockSize, D, Cfg::kThreads>(stage + kE, head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride, t.block.row_count);
@@ -52,7 +42,7 @@ template <typename T, int D>
 __device__ __forceinline__ void forward_compute_tile(const KernelParams& p, int tile, T* stage) {
   using Cfg = ForwardConfig<T, D>;
   const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
-  const ForwardTile t = ForwardTile::at(p, tile);
+  const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
   T* q_tile = stage;
   const T* k_tile = stage + Cfg::kTileElems;
   const T* v_tile = stage + 2 * Cfg::kTileElems;
