@@ -73,7 +73,7 @@ if want python && [ -d tests/python ]; then
     note pip "FAILED (pip.log)"; tail -5 "$OUT/pip.log"
   fi
   PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" timeout 900 \
-    python3 -m pytest -v -p no:cacheprovider -rs tests/python >"$OUT/pytest.log" 2>&1
+    python3 -m pytest -v -s -p no:cacheprovider -rs tests/python >"$OUT/pytest.log" 2>&1
   note pytest "rc=$? $(tail -1 "$OUT/pytest.log")"
 fi
 

@@ -103,7 +103,8 @@ struct BackwardArgs {
 // and tokens (the on-device block schedule). Pass at least this much.
 BLOCKATTN_API size_t workspace_size(int64_t num_seqs, int64_t total_tokens);
 
-// out = attention(q, k, v). Asynchronous on `stream`.
+// out = attention(q, k, v). Runs on the current device, asynchronously on
+// `stream`, which must belong to that device.
 BLOCKATTN_API Status forward(const ForwardArgs& args, void* workspace, size_t workspace_bytes,
                cudaStream_t stream);
 

@@ -86,6 +86,14 @@ def test_matches_fp64_reference(hq, hkv, d, dtype):
     assert_accurate(*make_batch(EDGE_LENGTHS, hq, hkv, d, dtype))
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_portable_forward_path(d, monkeypatch):
+    # On an H100/H200 the forward defaults to the sm_90 path; the environment
+    # variable selects the portable kernel, which must be just as accurate.
+    monkeypatch.setenv("BLOCKATTN_FORCE_PORTABLE", "1")
+    assert_accurate(*make_batch(EDGE_LENGTHS, 4, 2, d))
+
+
 def test_custom_scale():
     assert_accurate(*make_batch(EDGE_LENGTHS, 4, 2, 128), scale=0.3)
 
