@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """blockattn against PyTorch's block-diagonal attention options, on the workloads of
-/work/shared/workloads.md, in one run on the same inputs.
+shared/workloads.md (the project's workload definitions), in one run on the same inputs.
 
     python bench/compare.py                     # full grid (24 workloads, < 5 min on an H100)
     python bench/compare.py --quick             # headline-d128 and headline-d64 only

@@ -1,4 +1,4 @@
-"""The workloads of /work/shared/workloads.md and helpers to build jagged batches.
+"""The workloads of shared/workloads.md (the project's workload definitions) and helpers to build jagged batches.
 
 Shared by the tests and bench/compare.py so both use one length generator and
 one naming scheme (`headline-d128`, `headline-d64`, `sweep-d{D}-L{max_len}-f{fill}`).
