@@ -95,7 +95,8 @@ done
 # PACK_LOGS=1 (for remote runs that return only a few files): pack the logs
 # into one archive and keep only it and the results.
 if [ "${PACK_LOGS:-0}" = 1 ]; then
-  tar czf "$OUT/logs.tgz" -C "$OUT" --exclude logs.tgz --exclude sass.txt --exclude '*.png' --exclude '*.json' . &&
-    find "$OUT" -maxdepth 1 -type f ! -name logs.tgz ! -name '*.json' ! -name '*.png' -delete
+  tar czf /tmp/gpu_check_logs.tgz -C "$OUT" --exclude sass.txt --exclude '*.png' --exclude '*.json' . &&
+    find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.png' -delete &&
+    mv /tmp/gpu_check_logs.tgz "$OUT/logs.tgz"
 fi
 exit 0
