@@ -55,7 +55,9 @@ __global__ void fill_random(bf16* x, size_t n, uint64_t seed) {
     uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
     float s = 0.f;
     for (int r = 0; r < 4; ++r) {
-      h ^= h >> 31; h *= 0xBF58476D1CE4E5B9ull; h ^= h >> 29;
+      h ^= h >> 31;
+      h *= 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 29;
       s += static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
     }
     x[i] = __float2bfloat16((s - 2.f) * 1.7320508f);
@@ -72,7 +74,8 @@ double median_ms(F&& launch, int reps) {
   cudaEvent_t start, stop;
   BA_CHECK_CUDA(cudaEventCreate(&start));
   BA_CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) launch();  // warm-up
+  for (int i = 0; i < 3; ++i)
+    launch();  // warm-up
   std::vector<float> ms(reps);
   for (auto& t : ms) {
     BA_CHECK_CUDA(cudaEventRecord(start));
@@ -92,19 +95,21 @@ double copy_bandwidth_tbs(int reps) {
   const size_t bytes = size_t{1} << 30;
   DeviceBuffer<unsigned char> a(bytes), b(bytes);
   BA_CHECK_CUDA(cudaMemset(a.get(), 1, bytes));
-  const double ms = median_ms([&] { BA_CHECK_CUDA(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); }, reps);
+  const double ms =
+      median_ms([&] { BA_CHECK_CUDA(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); }, reps);
   return 2.0 * bytes / (ms * 1e-3) / 1e12;
 }
 
 // Host copy of one head's rows of one block, as dense fp64 [n, 1, D].
-std::vector<double> block_rows(const DeviceBuffer<bf16>& t, const schedule::BlockDesc& b, int heads, int head, int dim) {
+std::vector<double> block_rows(const DeviceBuffer<bf16>& t, const schedule::BlockDesc& b, int heads, int head,
+                               int dim) {
   std::vector<bf16> rows(static_cast<size_t>(b.row_count) * dim);
   for (int r = 0; r < b.row_count; ++r)
-    BA_CHECK_CUDA(cudaMemcpy(rows.data() + size_t(r) * dim,
-                             t.get() + (size_t(b.row_begin + r) * heads + head) * dim, dim * sizeof(bf16),
-                             cudaMemcpyDeviceToHost));
+    BA_CHECK_CUDA(cudaMemcpy(rows.data() + size_t(r) * dim, t.get() + (size_t(b.row_begin + r) * heads + head) * dim,
+                             dim * sizeof(bf16), cudaMemcpyDeviceToHost));
   std::vector<double> out(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) out[i] = to_double(rows[i]);
+  for (size_t i = 0; i < rows.size(); ++i)
+    out[i] = to_double(rows[i]);
   return out;
 }
 
@@ -140,8 +145,8 @@ double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& bloc
     std::vector<double> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
     reference::forward(p, q, k, v, out);
     reference::backward(p, q, k, v, dout, dq, dk, dv);
-    worst = std::max({worst, rel_l2(get(t.out), out), rel_l2(get(t.dq), dq), rel_l2(get(t.dk), dk),
-                      rel_l2(get(t.dv), dv)});
+    worst =
+        std::max({worst, rel_l2(get(t.out), out), rel_l2(get(t.dq), dq), rel_l2(get(t.dk), dk), rel_l2(get(t.dv), dv)});
   }
   return worst;
 }
@@ -211,7 +216,8 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   r.fwd_floor_ms = 4 * tensor_bytes / (copy_tbs * 1e12) * 1e3;
   r.bwd_floor_ms = 7 * tensor_bytes / (copy_tbs * 1e12) * 1e3;
   double sum_sq = 0;  // sum over blocks of len^2
-  for (const auto& b : blocks) sum_sq += double(b.row_count) * b.row_count;
+  for (const auto& b : blocks)
+    sum_sq += double(b.row_count) * b.row_count;
   const double fwd_flops = 4.0 * w.heads * w.head_dim * sum_sq;
   r.fwd_tflops = fwd_flops / (r.fwd_ms * 1e-3) / 1e12;
   r.bwd_tflops = 2.5 * fwd_flops / (r.bwd_ms * 1e-3) / 1e12;
@@ -276,7 +282,10 @@ int main(int argc, char** argv) {
       const std::string b = value();
       backend = b == "portable" ? Backend::kPortable : b == "hopper" ? Backend::kHopper : Backend::kAuto;
     } else {
-      std::fprintf(stderr, "usage: %s [--workloads a,b] [--sweep] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper]\n", argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--workloads a,b] [--sweep] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -289,8 +298,8 @@ int main(int argc, char** argv) {
   BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   const double copy_tbs = copy_bandwidth_tbs(reps);
   static const char* kBackendNames[] = {"auto", "portable", "hopper"};
-  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)   forward backend: %s\n",
-              prop.name, prop.multiProcessorCount, copy_tbs, kBackendNames[static_cast<int>(backend)]);
+  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)   forward backend: %s\n", prop.name,
+              prop.multiProcessorCount, copy_tbs, kBackendNames[static_cast<int>(backend)]);
 
   std::vector<Result> results;
   bool accurate = true;

@@ -105,8 +105,7 @@ BLOCKATTN_API size_t workspace_size(int64_t num_seqs, int64_t total_tokens);
 
 // out = attention(q, k, v). Runs on the current device, asynchronously on
 // `stream`, which must belong to that device.
-BLOCKATTN_API Status forward(const ForwardArgs& args, void* workspace, size_t workspace_bytes,
-               cudaStream_t stream);
+BLOCKATTN_API Status forward(const ForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 // Which implementation forward() would run for these arguments on the current
 // device (kPortable or kHopper), after the same validation; launches nothing.
@@ -115,8 +114,7 @@ BLOCKATTN_API Status forward_backend(const ForwardArgs& args, Backend* chosen);
 // dq, dk, dv of the forward above given dout. A single kernel: it recomputes the
 // probabilities, needs neither the forward output nor its logsumexp, and is
 // deterministic (no atomics).
-BLOCKATTN_API Status backward(const BackwardArgs& args, void* workspace, size_t workspace_bytes,
-                cudaStream_t stream);
+BLOCKATTN_API Status backward(const BackwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 BLOCKATTN_API const char* dtype_name(DType dtype);
 

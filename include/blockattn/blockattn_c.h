@@ -46,9 +46,9 @@ typedef struct {
   int32_t num_q_heads;
   int32_t num_kv_heads;
   int32_t head_dim;
-  int32_t dtype;   /* BLOCKATTN_BF16 or BLOCKATTN_FP16 */
+  int32_t dtype;       /* BLOCKATTN_BF16 or BLOCKATTN_FP16 */
   float softmax_scale; /* 0 = 1/sqrt(head_dim) */
-  int32_t backend; /* BLOCKATTN_BACKEND_* */
+  int32_t backend;     /* BLOCKATTN_BACKEND_* */
 } blockattn_problem;
 
 BLOCKATTN_C_API int blockattn_abi_version(void);
@@ -57,15 +57,15 @@ BLOCKATTN_C_API const char* blockattn_last_error(void);
 BLOCKATTN_C_API size_t blockattn_workspace_size(int64_t num_seqs, int64_t total_tokens);
 
 BLOCKATTN_C_API blockattn_status blockattn_forward(const blockattn_problem* problem, const int32_t* offsets,
-                                   blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                   blockattn_tensor out, void* workspace,
-                                   size_t workspace_bytes, void* stream);
+                                                   blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
+                                                   blockattn_tensor out, void* workspace, size_t workspace_bytes,
+                                                   void* stream);
 
 BLOCKATTN_C_API blockattn_status blockattn_backward(const blockattn_problem* problem, const int32_t* offsets,
-                                    blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                    blockattn_tensor dout, blockattn_tensor dq,
-                                    blockattn_tensor dk, blockattn_tensor dv, void* workspace,
-                                    size_t workspace_bytes, void* stream);
+                                                    blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
+                                                    blockattn_tensor dout, blockattn_tensor dq, blockattn_tensor dk,
+                                                    blockattn_tensor dv, void* workspace, size_t workspace_bytes,
+                                                    void* stream);
 
 #ifdef __cplusplus
 }

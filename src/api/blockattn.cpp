@@ -44,7 +44,7 @@ KernelParams make_params(const Shape& s, const Options& o, void* workspace) {
   return p;
 }
 
-// Checks the device can run the portable kernels and returns the number of
+// Checks the device can run the kernels (sm_80+) and returns the number of
 // persistent CTAs: as many as fit on the GPU, but no more than there can be
 // tiles (the kernel reads the real tile count from the schedule).
 Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas) {
@@ -96,10 +96,12 @@ Status select_hopper_forward(const ForwardArgs& a, const KernelParams& p, bool* 
   }
   const Shape& s = a.shape;
   const char* error = nullptr;
-  const bool encoded =
-      hopper::encode_head_tile_map(&hp->q_map, a.q, s.dtype, s.total_tokens, s.num_q_heads, s.head_dim, hopper::kBoxRows, &error) &&
-      hopper::encode_head_tile_map(&hp->k_map, a.k, s.dtype, s.total_tokens, s.num_kv_heads, s.head_dim, hopper::kBoxRows, &error) &&
-      hopper::encode_head_tile_map(&hp->v_map, a.v, s.dtype, s.total_tokens, s.num_kv_heads, s.head_dim, hopper::kBoxRows, &error);
+  const bool encoded = hopper::encode_head_tile_map(&hp->q_map, a.q, s.dtype, s.total_tokens, s.num_q_heads, s.head_dim,
+                                                    hopper::kBoxRows, &error) &&
+                       hopper::encode_head_tile_map(&hp->k_map, a.k, s.dtype, s.total_tokens, s.num_kv_heads,
+                                                    s.head_dim, hopper::kBoxRows, &error) &&
+                       hopper::encode_head_tile_map(&hp->v_map, a.v, s.dtype, s.total_tokens, s.num_kv_heads,
+                                                    s.head_dim, hopper::kBoxRows, &error);
   if (!encoded) {
     if (backend == Backend::kAuto) return Status::Ok();
     return {StatusCode::kUnsupported, std::string("blockattn: backend kHopper cannot use these tensors: ") + error};

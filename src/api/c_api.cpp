@@ -13,15 +13,13 @@ namespace {
 constexpr size_t kMessageBytes = 1024;
 thread_local char g_last_error[kMessageBytes];
 
-void set_last_error(const std::string& message) {
-  std::snprintf(g_last_error, kMessageBytes, "%s", message.c_str());
-}
+void set_last_error(const std::string& message) { std::snprintf(g_last_error, kMessageBytes, "%s", message.c_str()); }
 
 blockattn::TensorView view(const blockattn_tensor& t) { return {t.data, t.token_stride, t.head_stride}; }
 
 blockattn::Shape shape(const blockattn_problem& p) {
-  return {p.num_seqs, p.total_tokens, p.num_q_heads, p.num_kv_heads, p.head_dim,
-          static_cast<blockattn::DType>(p.dtype)};
+  return {p.num_seqs,     p.total_tokens, p.num_q_heads,
+          p.num_kv_heads, p.head_dim,     static_cast<blockattn::DType>(p.dtype)};
 }
 
 blockattn::Options options(const blockattn_problem& p) {
@@ -49,9 +47,9 @@ extern "C" size_t blockattn_workspace_size(int64_t num_seqs, int64_t total_token
 }
 
 extern "C" blockattn_status blockattn_forward(const blockattn_problem* problem, const int32_t* offsets,
-                                                    blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                                    blockattn_tensor out, void* workspace,
-                                                    size_t workspace_bytes, void* stream) {
+                                              blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
+                                              blockattn_tensor out, void* workspace, size_t workspace_bytes,
+                                              void* stream) {
   if (problem == nullptr) return null_problem();
   blockattn::ForwardArgs args;
   args.shape = shape(*problem);
@@ -65,10 +63,10 @@ extern "C" blockattn_status blockattn_forward(const blockattn_problem* problem, 
 }
 
 extern "C" blockattn_status blockattn_backward(const blockattn_problem* problem, const int32_t* offsets,
-                                                     blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                                     blockattn_tensor dout, blockattn_tensor dq,
-                                                     blockattn_tensor dk, blockattn_tensor dv, void* workspace,
-                                                     size_t workspace_bytes, void* stream) {
+                                               blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
+                                               blockattn_tensor dout, blockattn_tensor dq, blockattn_tensor dk,
+                                               blockattn_tensor dv, void* workspace, size_t workspace_bytes,
+                                               void* stream) {
   if (problem == nullptr) return null_problem();
   blockattn::BackwardArgs args;
   args.shape = shape(*problem);

@@ -5,8 +5,7 @@ namespace {
 
 int device_attribute(cudaDeviceAttr attr) {
   int device = 0, value = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess)
-    return 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess) return 0;
   return value;
 }
 

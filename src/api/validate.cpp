@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -26,7 +26,9 @@ std::string piece(float x) {
   return buf;
 }
 template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
-std::string piece(Int x) { return std::to_string(x); }
+std::string piece(Int x) {
+  return std::to_string(x);
+}
 
 template <typename... Parts>
 Status invalid(const Parts&... parts) {
@@ -45,13 +47,11 @@ Status check_shape(const Shape& s, const int32_t* offsets, const Options& o) {
   if (s.num_q_heads % s.num_kv_heads != 0)
     return invalid("num_q_heads must be a multiple of num_kv_heads; got num_q_heads=", s.num_q_heads,
                    ", num_kv_heads=", s.num_kv_heads);
-  if (s.head_dim != 64 && s.head_dim != 128)
-    return invalid("head_dim must be 64 or 128; got ", s.head_dim);
+  if (s.head_dim != 64 && s.head_dim != 128) return invalid("head_dim must be 64 or 128; got ", s.head_dim);
   if (s.dtype != DType::kBF16 && s.dtype != DType::kFP16)
     return invalid("dtype must be kBF16 or kFP16; got ", static_cast<int>(s.dtype));
   if (offsets == nullptr) return invalid("offsets must be a device pointer to num_seqs + 1 int32; got null");
-  if (reinterpret_cast<uintptr_t>(offsets) % alignof(int32_t) != 0)
-    return invalid("offsets must be 4-byte aligned");
+  if (reinterpret_cast<uintptr_t>(offsets) % alignof(int32_t) != 0) return invalid("offsets must be 4-byte aligned");
   if (!std::isfinite(o.softmax_scale))
     return invalid("softmax_scale must be finite (0 selects 1/sqrt(head_dim)); got ", o.softmax_scale);
   if (o.backend != Backend::kAuto && o.backend != Backend::kPortable && o.backend != Backend::kHopper)
@@ -74,8 +74,7 @@ Status check_tensor(const char* name, const TensorView& t, int64_t tokens, int h
     return invalid(name, ".token_stride must be a non-negative multiple of 8 elements (16 bytes); got ",
                    t.token_stride);
   if (t.head_stride < 0 || t.head_stride % kAlignElems != 0)
-    return invalid(name, ".head_stride must be a non-negative multiple of 8 elements (16 bytes); got ",
-                   t.head_stride);
+    return invalid(name, ".head_stride must be a non-negative multiple of 8 elements (16 bytes); got ", t.head_stride);
   if (!output) return Status::Ok();
   // Outputs: distinct (token, head) rows must not overlap. Order the dims with
   // more than one index by stride; the inner one must clear a row of `dim`
@@ -86,8 +85,8 @@ Status check_tensor(const char* name, const TensorView& t, int64_t tokens, int h
   if (heads > 1) dims[n++] = {t.head_stride, heads};
   if (n == 2 && dims[0].first > dims[1].first) std::swap(dims[0], dims[1]);
   if (n >= 1 && dims[0].first < dim)
-    return invalid(name, " rows overlap: the smaller of token_stride and head_stride must be >= head_dim (",
-                   dim, "); got token_stride=", t.token_stride, ", head_stride=", t.head_stride);
+    return invalid(name, " rows overlap: the smaller of token_stride and head_stride must be >= head_dim (", dim,
+                   "); got token_stride=", t.token_stride, ", head_stride=", t.head_stride);
   if (n == 2 && dims[1].first < dims[0].first * dims[0].second)
     return invalid(name, " rows overlap: token_stride=", t.token_stride, ", head_stride=", t.head_stride,
                    " interleave tokens and heads");
@@ -123,10 +122,10 @@ Status check_workspace(const Shape& s, const void* workspace, size_t bytes) {
   return Status::Ok();
 }
 
-#define BLOCKATTN_RETURN_IF_ERROR(expr)   \
-  do {                                    \
-    Status status_ = (expr);              \
-    if (!status_.ok()) return status_;    \
+#define BLOCKATTN_RETURN_IF_ERROR(expr) \
+  do {                                  \
+    Status status_ = (expr);            \
+    if (!status_.ok()) return status_;  \
   } while (0)
 
 }  // namespace
@@ -137,8 +136,10 @@ Status validate_forward_tensors(const ForwardArgs& a) {
   const int64_t T = s.total_tokens;
   const NamedView ins[] = {{"q", &a.q, s.num_q_heads}, {"k", &a.k, s.num_kv_heads}, {"v", &a.v, s.num_kv_heads}};
   const NamedView outs[] = {{"out", &a.out, s.num_q_heads}};
-  for (const NamedView& t : ins) BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
-  for (const NamedView& t : outs) BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
+  for (const NamedView& t : ins)
+    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
+  for (const NamedView& t : outs)
+    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
   return check_no_overlap(s, outs, 1, ins, 3);
 }
 
@@ -151,12 +152,15 @@ Status validate_backward(const BackwardArgs& a, const void* workspace, size_t wo
   const Shape& s = a.shape;
   BLOCKATTN_RETURN_IF_ERROR(check_shape(s, a.offsets, a.options));
   const int64_t T = s.total_tokens;
-  const NamedView ins[] = {{"q", &a.q, s.num_q_heads}, {"k", &a.k, s.num_kv_heads},
-                           {"v", &a.v, s.num_kv_heads}, {"dout", &a.dout, s.num_q_heads}};
-  const NamedView outs[] = {{"dq", &a.dq, s.num_q_heads}, {"dk", &a.dk, s.num_kv_heads},
-                            {"dv", &a.dv, s.num_kv_heads}};
-  for (const NamedView& t : ins) BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
-  for (const NamedView& t : outs) BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
+  const NamedView ins[] = {{"q", &a.q, s.num_q_heads},
+                           {"k", &a.k, s.num_kv_heads},
+                           {"v", &a.v, s.num_kv_heads},
+                           {"dout", &a.dout, s.num_q_heads}};
+  const NamedView outs[] = {{"dq", &a.dq, s.num_q_heads}, {"dk", &a.dk, s.num_kv_heads}, {"dv", &a.dv, s.num_kv_heads}};
+  for (const NamedView& t : ins)
+    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
+  for (const NamedView& t : outs)
+    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
   BLOCKATTN_RETURN_IF_ERROR(check_no_overlap(s, outs, 3, ins, 4));
   return check_workspace(s, workspace, workspace_bytes);
 }

@@ -30,11 +30,11 @@ template <typename T, int D>
 struct ForwardConfig {
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kChunks = D / kChunkCols;                  // 64-column chunks per row
+  static constexpr int kChunks = D / kChunkCols;                   // 64-column chunks per row
   static constexpr int kChunkBytes = kBlockSize * kChunkRowBytes;  // 8 KB
   static constexpr int kTileBytes = kChunks * kChunkBytes;         // one of Q, K, V
   static constexpr int kStageBytes = 3 * kTileBytes;
-  static constexpr int kStages = D == 64 ? 8 : 4;                  // 192 KB of tiles either way
+  static constexpr int kStages = D == 64 ? 8 : 4;  // 192 KB of tiles either way
   static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K registers. The producer needs ~40 for its
@@ -187,7 +187,7 @@ __device__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
 
 template <typename T, int D>
 __global__ void __launch_bounds__(ForwardConfig<T, D>::kThreads, 1)
-forward_kernel(const __grid_constant__ ForwardParams p) {
+    forward_kernel(const __grid_constant__ ForwardParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = ForwardConfig<T, D>;
   extern __shared__ unsigned char smem_raw[];

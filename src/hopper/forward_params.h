@@ -22,7 +22,9 @@ inline constexpr uint32_t kBoxRows = kBlockSize;
 
 // Defined in forward_<dtype>.cu for D in {64, 128}. ctas_per_sm() is 0 if the
 // runtime refused the kernel's configuration.
-template <typename T, int D> int forward_ctas_per_sm();
-template <typename T, int D> cudaError_t launch_forward(const ForwardParams& p, int num_ctas, cudaStream_t stream);
+template <typename T, int D>
+int forward_ctas_per_sm();
+template <typename T, int D>
+cudaError_t launch_forward(const ForwardParams& p, int num_ctas, cudaStream_t stream);
 
 }  // namespace blockattn::hopper

@@ -29,9 +29,7 @@ struct Barrier {
 };
 
 // Makes mbarrier initialization visible to the async proxy (TMA).
-__device__ __forceinline__ void fence_barrier_init() {
-  ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
-}
+__device__ __forceinline__ void fence_barrier_init() { ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); }
 
 // Orders this thread's generic-proxy shared-memory writes before later
 // async-proxy (TMA, wgmma) accesses of the same memory.

@@ -3,7 +3,6 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
-
 namespace blockattn::hopper {
 namespace {
 
@@ -22,8 +21,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 
 }  // namespace
 
-bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads,
-                          int head_dim, uint32_t box_rows, const char** error) {
+bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
+                          uint32_t box_rows, const char** error) {
   const auto encode = encode_fn();
   if (encode == nullptr) {
     *error = "cuTensorMapEncodeTiled is not available from the driver";
@@ -44,10 +43,10 @@ bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, in
                                  static_cast<cuuint64_t>(t.token_stride) * 2};
   const cuuint32_t box[3] = {kBoxCols, 1, box_rows};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            3, t.data, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode(map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, t.data,
+             dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     *error = "cuTensorMapEncodeTiled rejected the tensor layout";
     return false;

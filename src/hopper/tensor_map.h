@@ -18,7 +18,7 @@ inline constexpr uint32_t kBoxCols = 64;
 // Encodes a rank-3 map (columns, heads, tokens) with 128-byte swizzle. Out of
 // range rows read as zeros. Returns false, with `error` set, if the driver
 // rejects the layout (the caller then uses the portable path).
-bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads,
-                          int head_dim, uint32_t box_rows, const char** error);
+bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
+                          uint32_t box_rows, const char** error);
 
 }  // namespace blockattn::hopper

@@ -27,7 +27,13 @@ struct BackwardConfig {
 
 template <typename T, int D>
 struct BackwardSmem {
-  T* q; T* k; T* v; T* dout; T* dq; T* probs; T* dscores;
+  T* q;
+  T* k;
+  T* v;
+  T* dout;
+  T* dq;
+  T* probs;
+  T* dscores;
 
   __device__ explicit BackwardSmem(unsigned char* base) {
     using Cfg = BackwardConfig<T, D>;
@@ -45,8 +51,8 @@ struct BackwardSmem {
 // and dV, and writes this warp's rows of dQ. Q and dO of the head are in smem.
 template <typename T, int D>
 __device__ __forceinline__ void backward_query_head(const KernelParams& p, const BackwardSmem<T, D>& sm,
-                                                    const schedule::BlockDesc& block, int q_head,
-                                                    Accumulator<D>& dk, Accumulator<D>& dv) {
+                                                    const schedule::BlockDesc& block, int q_head, Accumulator<D>& dk,
+                                                    Accumulator<D>& dv) {
   const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
   const int valid = block.row_count;
 
@@ -77,7 +83,8 @@ __device__ __forceinline__ void backward_query_head(const KernelParams& p, const
 #pragma unroll
   for (int j = 0; j < kBlockSize / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) ds.c[j][e] = probs.c[j][e] * (ds.c[j][e] - dot[e >> 1]);
+    for (int e = 0; e < 4; ++e)
+      ds.c[j][e] = probs.c[j][e] * (ds.c[j][e] - dot[e >> 1]);
 
   store_accumulator<T, kBlockSize, kBlockSize>(probs, sm.probs, row0, 0, lane);
   store_accumulator<T, kBlockSize, kBlockSize>(ds, sm.dscores, row0, 0, lane);
@@ -104,7 +111,7 @@ __device__ __forceinline__ void backward_query_head(const KernelParams& p, const
 
 template <typename T, int D>
 __global__ void __launch_bounds__(BackwardConfig<T, D>::kThreads, BackwardConfig<T, D>::kMinCtasPerSm)
-backward_kernel(const __grid_constant__ KernelParams p) {
+    backward_kernel(const __grid_constant__ KernelParams p) {
   using Cfg = BackwardConfig<T, D>;
   constexpr int kT = Cfg::kThreads;
   extern __shared__ __align__(128) unsigned char smem[];

@@ -33,9 +33,12 @@ __device__ __forceinline__ void forward_issue_loads(const KernelParams& p, int t
   using Cfg = ForwardConfig<T, D>;
   const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
   constexpr int kE = Cfg::kTileElems;
-  load_tile_async<kBlockSize, D, Cfg::kThreads>(stage, head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride, t.block.row_count);
-  load_tile_async<kBlockSize, D, Cfg::kThreads>(stage + kE, head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride, t.block.row_count);
-  load_tile_async<kBlockSize, D, Cfg::kThreads>(stage + 2 * kE, head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride, t.block.row_count);
+  load_tile_async<kBlockSize, D, Cfg::kThreads>(stage, head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride,
+                                                t.block.row_count);
+  load_tile_async<kBlockSize, D, Cfg::kThreads>(stage + kE, head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride,
+                                                t.block.row_count);
+  load_tile_async<kBlockSize, D, Cfg::kThreads>(stage + 2 * kE, head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride,
+                                                t.block.row_count);
 }
 
 template <typename T, int D>
@@ -63,21 +66,23 @@ __device__ __forceinline__ void forward_compute_tile(const KernelParams& p, int 
   const float inv[2] = {1.f / row_sum[0], 1.f / row_sum[1]};
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
-    o.c[j][0] *= inv[0]; o.c[j][1] *= inv[0];
-    o.c[j][2] *= inv[1]; o.c[j][3] *= inv[1];
+    o.c[j][0] *= inv[0];
+    o.c[j][1] *= inv[0];
+    o.c[j][2] *= inv[1];
+    o.c[j][3] *= inv[1];
   }
   // The warp's Q rows are dead (only this warp read them): stage O there,
   // once every lane's ldmatrix reads of them are behind it.
   __syncwarp();
   store_accumulator<T, D, D>(o, q_tile, row0, 0, lane);
   __syncwarp();
-  store_warp_rows<D>(q_tile, row0, head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
-                     t.block.row_count, lane);
+  store_warp_rows<D>(q_tile, row0, head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride, t.block.row_count,
+                     lane);
 }
 
 template <typename T, int D>
 __global__ void __launch_bounds__(ForwardConfig<T, D>::kThreads, ForwardConfig<T, D>::kMinCtasPerSm)
-forward_kernel(const __grid_constant__ KernelParams p) {
+    forward_kernel(const __grid_constant__ KernelParams p) {
   using Cfg = ForwardConfig<T, D>;
   extern __shared__ __align__(128) unsigned char smem[];
   // Stage s starts at smem + s * kStageBytes (arithmetic, not an array of

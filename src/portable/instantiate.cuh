@@ -8,11 +8,11 @@
 #define BLOCKATTN_INSTANTIATE(direction, Config, T, D)                                        \
   template <>                                                                                 \
   int direction##_ctas_per_sm<T, D>() {                                                       \
-    return KernelLauncher<KernelParams, direction##_kernel<T, D>, Config<T, D>::kThreads,                   \
+    return KernelLauncher<KernelParams, direction##_kernel<T, D>, Config<T, D>::kThreads,     \
                           Config<T, D>::kSmemBytes>::ctas_per_sm();                           \
   }                                                                                           \
   template <>                                                                                 \
   cudaError_t launch_##direction<T, D>(const KernelParams& p, int num_ctas, cudaStream_t s) { \
-    return KernelLauncher<KernelParams, direction##_kernel<T, D>, Config<T, D>::kThreads,                   \
+    return KernelLauncher<KernelParams, direction##_kernel<T, D>, Config<T, D>::kThreads,     \
                           Config<T, D>::kSmemBytes>::launch(p, num_ctas, s);                  \
   }

@@ -31,8 +31,7 @@ struct SwizzledTile {
 // from global rows [0, valid_rows) at `src` (rows `row_stride` elements apart).
 // Rows at or past valid_rows are zero-filled without touching global memory.
 template <int kRows, int kCols, int kThreads, typename T>
-__device__ __forceinline__ void load_tile_async(T* tile, const T* src, int64_t row_stride,
-                                                int valid_rows) {
+__device__ __forceinline__ void load_tile_async(T* tile, const T* src, int64_t row_stride, int valid_rows) {
   using Tile = SwizzledTile<kCols>;
   const uint32_t base = smem_u32(tile);
   static_assert((kRows * Tile::kChunksPerRow) % kThreads == 0, "whole copy rounds");
@@ -50,8 +49,8 @@ __device__ __forceinline__ void load_tile_async(T* tile, const T* src, int64_t r
 // One warp writes its 16 rows [row0, row0 + 16) of a tile to global memory
 // with 16-byte stores, skipping rows at or past valid_rows.
 template <int kCols, typename T>
-__device__ __forceinline__ void store_warp_rows(const T* tile, int row0, T* dst, int64_t row_stride,
-                                                int valid_rows, int lane) {
+__device__ __forceinline__ void store_warp_rows(const T* tile, int row0, T* dst, int64_t row_stride, int valid_rows,
+                                                int lane) {
   using Tile = SwizzledTile<kCols>;
 #pragma unroll
   for (int round = 0; round < Tile::kChunksPerRow / 2; ++round) {

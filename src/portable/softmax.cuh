@@ -14,8 +14,8 @@ namespace blockattn::portable {
 // leak from masked columns). Returns each of the thread's two rows' sums in
 // row_sum[0] (row lane/4) and row_sum[1] (row lane/4 + 8).
 template <int kN>
-__device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_cols,
-                                                float scale_log2, float (&row_sum)[2], int lane) {
+__device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_cols, float scale_log2,
+                                                float (&row_sum)[2], int lane) {
   float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)

@@ -23,13 +23,15 @@ struct Accumulator {
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) c[j][e] = 0.f;
+      for (int e = 0; e < 4; ++e)
+        c[j][e] = 0.f;
   }
   __device__ __forceinline__ void scale(float s) {
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) c[j][e] *= s;
+      for (int e = 0; e < 4; ++e)
+        c[j][e] *= s;
   }
 };
 
@@ -57,8 +59,7 @@ __device__ __forceinline__ OperandA<kN> to_operand(const Accumulator<kN>& acc) {
 
 // C[16 x kN] += A[rows a_row0.., kK] * B[kN, kK]^T; both tiles have kK columns.
 template <typename T, int kN, int kK>
-__device__ __forceinline__ void gemm_abt(Accumulator<kN>& acc, const T* a_tile, int a_row0,
-                                         const T* b_tile, int lane) {
+__device__ __forceinline__ void gemm_abt(Accumulator<kN>& acc, const T* a_tile, int a_row0, const T* b_tile, int lane) {
   using Tile = SwizzledTile<kK>;
   const uint32_t a_base = smem_u32(a_tile), b_base = smem_u32(b_tile);
 #pragma unroll
@@ -68,8 +69,7 @@ __device__ __forceinline__ void gemm_abt(Accumulator<kN>& acc, const T* a_tile, 
 #pragma unroll
     for (int nn = 0; nn < kN / 16; ++nn) {
       uint32_t b[4];
-      ldmatrix_x4(b, Tile::addr(b_base, nn * 16 + (lane % 8) + (lane / 16) * 8,
-                                kk * 16 + ((lane / 8) % 2) * 8));
+      ldmatrix_x4(b, Tile::addr(b_base, nn * 16 + (lane % 8) + (lane / 16) * 8, kk * 16 + ((lane / 8) % 2) * 8));
       mma_m16n8k16<T>(acc.c[2 * nn], a, b[0], b[1]);
       mma_m16n8k16<T>(acc.c[2 * nn + 1], a, b[2], b[3]);
     }
@@ -79,8 +79,8 @@ __device__ __forceinline__ void gemm_abt(Accumulator<kN>& acc, const T* a_tile, 
 // C[16 x kN] += A[16 x kK] (registers) * B[kK, b_col0 .. b_col0 + kN) of a tile
 // with kBCols columns.
 template <typename T, int kN, int kK, int kBCols>
-__device__ __forceinline__ void gemm_rab(Accumulator<kN>& acc, const OperandA<kK>& a,
-                                         const T* b_tile, int b_col0, int lane) {
+__device__ __forceinline__ void gemm_rab(Accumulator<kN>& acc, const OperandA<kK>& a, const T* b_tile, int b_col0,
+                                         int lane) {
   using Tile = SwizzledTile<kBCols>;
   const uint32_t b_base = smem_u32(b_tile);
 #pragma unroll
@@ -88,8 +88,8 @@ __device__ __forceinline__ void gemm_rab(Accumulator<kN>& acc, const OperandA<kK
 #pragma unroll
     for (int nn = 0; nn < kN / 16; ++nn) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, Tile::addr(b_base, kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8,
-                                      b_col0 + nn * 16 + (lane / 16) * 8));
+      ldmatrix_x4_trans(
+          b, Tile::addr(b_base, kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, b_col0 + nn * 16 + (lane / 16) * 8));
       mma_m16n8k16<T>(acc.c[2 * nn], a.a[kk], b[0], b[1]);
       mma_m16n8k16<T>(acc.c[2 * nn + 1], a.a[kk], b[2], b[3]);
     }
@@ -99,21 +99,18 @@ __device__ __forceinline__ void gemm_rab(Accumulator<kN>& acc, const OperandA<kK
 // C[16 x kN] += A[kK, a_col0 .. a_col0 + 16)^T * B[kK, kN]; A has kACols columns,
 // B has kN columns.
 template <typename T, int kN, int kK, int kACols>
-__device__ __forceinline__ void gemm_atb(Accumulator<kN>& acc, const T* a_tile, int a_col0,
-                                         const T* b_tile, int lane) {
+__device__ __forceinline__ void gemm_atb(Accumulator<kN>& acc, const T* a_tile, int a_col0, const T* b_tile, int lane) {
   using TileA = SwizzledTile<kACols>;
   using TileB = SwizzledTile<kN>;
   const uint32_t a_base = smem_u32(a_tile), b_base = smem_u32(b_tile);
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk) {
     uint32_t a[4];
-    ldmatrix_x4_trans(a, TileA::addr(a_base, kk * 16 + (lane % 8) + (lane / 16) * 8,
-                                     a_col0 + ((lane / 8) % 2) * 8));
+    ldmatrix_x4_trans(a, TileA::addr(a_base, kk * 16 + (lane % 8) + (lane / 16) * 8, a_col0 + ((lane / 8) % 2) * 8));
 #pragma unroll
     for (int nn = 0; nn < kN / 16; ++nn) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, TileB::addr(b_base, kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8,
-                                       nn * 16 + (lane / 16) * 8));
+      ldmatrix_x4_trans(b, TileB::addr(b_base, kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, nn * 16 + (lane / 16) * 8));
       mma_m16n8k16<T>(acc.c[2 * nn], a, b[0], b[1]);
       mma_m16n8k16<T>(acc.c[2 * nn + 1], a, b[2], b[3]);
     }
@@ -124,14 +121,12 @@ __device__ __forceinline__ void gemm_atb(Accumulator<kN>& acc, const T* a_tile, 
 // col0.. of a tile with kCols columns (the warp's own rows: no barrier needed
 // beyond __syncwarp before they are read back).
 template <typename T, int kN, int kCols>
-__device__ __forceinline__ void store_accumulator(const Accumulator<kN>& acc, T* tile, int row0,
-                                                  int col0, int lane) {
+__device__ __forceinline__ void store_accumulator(const Accumulator<kN>& acc, T* tile, int row0, int col0, int lane) {
   using Tile = SwizzledTile<kCols>;
   const int r = row0 + lane / 4, c = col0 + 2 * (lane % 4);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
-    *reinterpret_cast<uint32_t*>(tile + Tile::offset(r, c + 8 * j)) =
-        ElementTraits<T>::pack(acc.c[j][0], acc.c[j][1]);
+    *reinterpret_cast<uint32_t*>(tile + Tile::offset(r, c + 8 * j)) = ElementTraits<T>::pack(acc.c[j][0], acc.c[j][1]);
     *reinterpret_cast<uint32_t*>(tile + Tile::offset(r + 8, c + 8 * j)) =
         ElementTraits<T>::pack(acc.c[j][2], acc.c[j][3]);
   }

@@ -13,7 +13,8 @@ size_t index(const Problem& p, int64_t token, int head, int heads) {
 
 double dot(const double* a, const double* b, int n) {
   double s = 0;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int i = 0; i < n; ++i)
+    s += a[i] * b[i];
   return s;
 }
 
@@ -31,8 +32,10 @@ void block_probs(const Problem& p, const schedule::BlockDesc& b, int qh, int kh,
       mx = std::max(mx, row[j]);
     }
     double sum = 0;
-    for (int j = 0; j < n; ++j) sum += (row[j] = std::exp(row[j] - mx));
-    for (int j = 0; j < n; ++j) row[j] /= sum;
+    for (int j = 0; j < n; ++j)
+      sum += (row[j] = std::exp(row[j] - mx));
+    for (int j = 0; j < n; ++j)
+      row[j] /= sum;
   }
 }
 
@@ -53,8 +56,8 @@ std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offs
   return blocks;
 }
 
-void forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-             const std::vector<double>& v, std::vector<double>& out) {
+void forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+             std::vector<double>& out) {
   const int group = p.num_q_heads / p.num_kv_heads;
   std::vector<double> probs;
   for (const auto& b : block_schedule(p.offsets, static_cast<int32_t>(p.total_tokens))) {
@@ -67,7 +70,8 @@ void forward(const Problem& p, const std::vector<double>& q, const std::vector<d
         for (int j = 0; j < b.row_count; ++j) {
           const double pij = probs[static_cast<size_t>(i) * b.row_count + j];
           const double* vj = &v[index(p, b.row_begin + j, kh, p.num_kv_heads)];
-          for (int d = 0; d < p.head_dim; ++d) o[d] += pij * vj[d];
+          for (int d = 0; d < p.head_dim; ++d)
+            o[d] += pij * vj[d];
         }
       }
     }
@@ -146,19 +150,21 @@ void dense_masked_forward(const Problem& p, const std::vector<double>& q, const 
       const int kh = qh / group;
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < T; ++j) {
-        w[j] = block_id[j] == block_id[i]
-                   ? p.softmax_scale() * dot(&q[index(p, i, qh, p.num_q_heads)], &k[index(p, j, kh, p.num_kv_heads)], p.head_dim)
-                   : -std::numeric_limits<double>::infinity();
+        w[j] = block_id[j] == block_id[i] ? p.softmax_scale() * dot(&q[index(p, i, qh, p.num_q_heads)],
+                                                                    &k[index(p, j, kh, p.num_kv_heads)], p.head_dim)
+                                          : -std::numeric_limits<double>::infinity();
         mx = std::max(mx, w[j]);
       }
       double sum = 0;
-      for (int64_t j = 0; j < T; ++j) sum += (w[j] = std::exp(w[j] - mx));
+      for (int64_t j = 0; j < T; ++j)
+        sum += (w[j] = std::exp(w[j] - mx));
       double* o = &out[index(p, i, qh, p.num_q_heads)];
       std::fill(o, o + p.head_dim, 0.0);
       for (int64_t j = 0; j < T; ++j) {
         if (w[j] == 0.0) continue;
         const double* vj = &v[index(p, j, kh, p.num_kv_heads)];
-        for (int d = 0; d < p.head_dim; ++d) o[d] += w[j] / sum * vj[d];
+        for (int d = 0; d < p.head_dim; ++d)
+          o[d] += w[j] / sum * vj[d];
       }
     }
   }

@@ -13,7 +13,7 @@ namespace blockattn::reference {
 struct Problem {
   int64_t total_tokens = 0;
   int num_q_heads = 1, num_kv_heads = 1, head_dim = 64;
-  double scale = 0.0;  // 0 = 1/sqrt(head_dim)
+  double scale = 0.0;            // 0 = 1/sqrt(head_dim)
   std::vector<int32_t> offsets;  // [B + 1], any content (sanitized like the device)
 
   double softmax_scale() const;
@@ -25,8 +25,8 @@ std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offs
 
 // out[i] = softmax(scale q_i K_blk^T) V_blk for every row in a block; rows in no
 // block are left as they are.
-void forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-             const std::vector<double>& v, std::vector<double>& out);
+void forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+             std::vector<double>& out);
 
 // Gradients of sum(out * dout); dk, dv sum over each KV group. Rows in no block
 // are left as they are.

@@ -17,14 +17,13 @@ struct MaxOp {
 };
 
 __global__ void __launch_bounds__(kThreads)
-build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs,
-                            int32_t total_tokens, int32_t* __restrict__ block_count,
-                            BlockDesc* __restrict__ table) {
+    build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
+                                int32_t* __restrict__ block_count, BlockDesc* __restrict__ table) {
   using Scan = cub::BlockScan<int32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ int32_t seq_begin[kThreads + 1];   // M_b for the chunk, plus one past
-  __shared__ int32_t first_block[kThreads + 1]; // chunk-relative first block of each sequence
-  __shared__ int32_t carry[2];                  // running max offset, running block count
+  __shared__ int32_t seq_begin[kThreads + 1];    // M_b for the chunk, plus one past
+  __shared__ int32_t first_block[kThreads + 1];  // chunk-relative first block of each sequence
+  __shared__ int32_t carry[2];                   // running max offset, running block count
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -61,7 +60,10 @@ build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seq
       int lo = 0, hi = kThreads;  // first_block[lo] <= j < first_block[hi]
       while (hi - lo > 1) {
         const int mid = (lo + hi) / 2;
-        if (first_block[mid] <= j) lo = mid; else hi = mid;
+        if (first_block[mid] <= j)
+          lo = mid;
+        else
+          hi = mid;
       }
       const int32_t row_begin = seq_begin[lo] + (j - first_block[lo]) * kBlockSize;
       const int32_t rows_left = seq_begin[lo + 1] - row_begin;
@@ -79,11 +81,10 @@ build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seq
 
 }  // namespace
 
-cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens,
-                                 void* workspace, cudaStream_t stream) {
+cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, void* workspace,
+                                 cudaStream_t stream) {
   build_block_schedule_kernel<<<1, kThreads, 0, stream>>>(
-      offsets, num_seqs, total_tokens, WorkspaceLayout::block_count(workspace),
-      WorkspaceLayout::table(workspace));
+      offsets, num_seqs, total_tokens, WorkspaceLayout::block_count(workspace), WorkspaceLayout::table(workspace));
   return cudaGetLastError();
 }
 

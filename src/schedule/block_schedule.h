@@ -32,9 +32,7 @@ BA_HOST_DEVICE int32_t clamp_offset(int32_t offset, int32_t total_tokens) {
   return offset < 0 ? 0 : (offset > total_tokens ? total_tokens : offset);
 }
 
-BA_HOST_DEVICE int32_t blocks_in_sequence(int32_t length) {
-  return (length + kBlockSize - 1) / kBlockSize;
-}
+BA_HOST_DEVICE int32_t blocks_in_sequence(int32_t length) { return (length + kBlockSize - 1) / kBlockSize; }
 
 // Upper bound on the number of blocks for any offsets content:
 // sum_b ceil(len_b / 64) <= (sum_b len_b + 63 B) / 64 <= (T + 63 B) / 64.
@@ -55,7 +53,7 @@ struct WorkspaceLayout {
 };
 
 // Enqueues the kernel that writes the block count and table into `workspace`.
-cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens,
-                                 void* workspace, cudaStream_t stream);
+cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, void* workspace,
+                                 cudaStream_t stream);
 
 }  // namespace blockattn::schedule

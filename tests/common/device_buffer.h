@@ -11,14 +11,13 @@
 
 namespace blockattn::testing {
 
-#define BA_CHECK_CUDA(expr)                                                                    \
-  do {                                                                                          \
-    const cudaError_t err_ = (expr);                                                            \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,                 \
-                   cudaGetErrorString(err_));                                                   \
-      std::abort();                                                                             \
-    }                                                                                           \
+#define BA_CHECK_CUDA(expr)                                                                                \
+  do {                                                                                                     \
+    const cudaError_t err_ = (expr);                                                                       \
+    if (err_ != cudaSuccess) {                                                                             \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::abort();                                                                                        \
+    }                                                                                                      \
   } while (0)
 
 // Why GPU work cannot run here, or "" when a CUDA device is usable.
@@ -44,7 +43,9 @@ class DeviceBuffer {
   size_t count() const { return count_; }
   size_t bytes() const { return count_ * sizeof(T); }
 
-  void upload(const std::vector<T>& host) { BA_CHECK_CUDA(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice)); }
+  void upload(const std::vector<T>& host) {
+    BA_CHECK_CUDA(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+  }
   std::vector<T> download() const {
     std::vector<T> host(count_);
     BA_CHECK_CUDA(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));

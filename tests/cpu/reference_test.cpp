@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "reference/reference.h"
 #include "common/jagged_batch.h"
+#include "reference/reference.h"
 
 namespace blockattn {
 namespace {
@@ -16,7 +16,8 @@ using testing::offsets_from_lengths;
 std::vector<double> random_tensor(size_t n, std::mt19937_64& rng) {
   std::normal_distribution<double> dist;
   std::vector<double> x(n);
-  for (auto& e : x) e = dist(rng);
+  for (auto& e : x)
+    e = dist(rng);
   return x;
 }
 
@@ -38,7 +39,8 @@ TEST(Reference, ForwardMatchesDenseBlockDiagonalMask) {
   std::vector<double> out(nq, NAN), dense(nq, NAN);
   reference::forward(p, q, k, v, out);
   reference::dense_masked_forward(p, q, k, v, dense);
-  for (size_t i = 0; i < nq; ++i) ASSERT_NEAR(out[i], dense[i], 1e-12) << "element " << i;
+  for (size_t i = 0; i < nq; ++i)
+    ASSERT_NEAR(out[i], dense[i], 1e-12) << "element " << i;
 }
 
 TEST(Reference, ForwardHonoursExplicitScale) {
@@ -50,7 +52,8 @@ TEST(Reference, ForwardHonoursExplicitScale) {
   std::vector<double> out(n), dense(n);
   reference::forward(p, q, k, v, out);
   reference::dense_masked_forward(p, q, k, v, dense);
-  for (size_t i = 0; i < n; ++i) ASSERT_NEAR(out[i], dense[i], 1e-12);
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_NEAR(out[i], dense[i], 1e-12);
 }
 
 // d/dx sum(out * dout) by central differences, on a sample of elements.
@@ -67,11 +70,16 @@ TEST(Reference, BackwardMatchesFiniteDifferences) {
     std::vector<double> out(nq);
     reference::forward(p, q, k, v, out);
     double s = 0;
-    for (size_t i = 0; i < nq; ++i) s += out[i] * dout[i];
+    for (size_t i = 0; i < nq; ++i)
+      s += out[i] * dout[i];
     return s;
   };
   const double eps = 1e-5;
-  struct Case { std::vector<double>* x; const std::vector<double>* grad; const char* name; };
+  struct Case {
+    std::vector<double>* x;
+    const std::vector<double>* grad;
+    const char* name;
+  };
   for (Case c : {Case{&q, &dq, "dq"}, Case{&k, &dk, "dk"}, Case{&v, &dv, "dv"}}) {
     std::uniform_int_distribution<size_t> pick(0, c.x->size() - 1);
     for (int trial = 0; trial < 60; ++trial) {

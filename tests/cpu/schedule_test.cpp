@@ -22,8 +22,7 @@ using schedule::BlockDesc;
 TEST(Schedule, CutsEachSequenceFromItsOwnStart) {
   // lengths 0, 1, 64, 65, 0, 130
   const std::vector<int32_t> offsets = {0, 0, 1, 65, 130, 130, 260};
-  const std::vector<BlockDesc> want = {{0, 1},    {1, 64},   {65, 64},  {129, 1},
-                                       {130, 64}, {194, 64}, {258, 2}};
+  const std::vector<BlockDesc> want = {{0, 1}, {1, 64}, {65, 64}, {129, 1}, {130, 64}, {194, 64}, {258, 2}};
   EXPECT_EQ(reference::block_schedule(offsets, 260), want);
 }
 
@@ -47,7 +46,8 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
     const int B = std::uniform_int_distribution<int>(0, 40)(rng);
     std::uniform_int_distribution<int32_t> any(-100, T + 100);
     std::vector<int32_t> offsets(B + 1);
-    for (auto& o : offsets) o = any(rng);
+    for (auto& o : offsets)
+      o = any(rng);
     if (trial % 2) std::sort(offsets.begin(), offsets.end());  // half valid-looking
     const auto blocks = reference::block_schedule(offsets, T);
     ASSERT_LE(static_cast<int64_t>(blocks.size()), schedule::max_blocks(B, T));

@@ -59,7 +59,7 @@ TEST(Validation, AcceptsValidArguments) {
 }
 
 struct BadCase {
-  const char* what;        // expected in the message
+  const char* what;  // expected in the message
   std::function<void(ForwardArgs&)> mutate;
 };
 
@@ -111,7 +111,10 @@ TEST(Validation, Workspace) {
 }
 
 TEST(Validation, BackwardNamesItsTensors) {
-  struct Case { const char* what; std::function<void(BackwardArgs&)> mutate; };
+  struct Case {
+    const char* what;
+    std::function<void(BackwardArgs&)> mutate;
+  };
   const Case cases[] = {
       {"dout.data", [](BackwardArgs& a) { a.dout.data = nullptr; }},
       {"dq.token_stride", [](BackwardArgs& a) { a.dq.token_stride = 12; }},
@@ -132,13 +135,13 @@ TEST(Validation, CAbiReportsTheMessage) {
   const ForwardArgs a = valid_forward();
   blockattn_problem p{4, kT, 8, 2, 96, BLOCKATTN_BF16, 0.f, BLOCKATTN_BACKEND_AUTO};
   auto t = [](const TensorView& v) { return blockattn_tensor{v.data, v.token_stride, v.head_stride}; };
-  const blockattn_status s = blockattn_forward(&p, a.offsets, t(a.q), t(a.k), t(a.v), t(a.out), workspace(),
-                                               workspace_bytes(), nullptr);
+  const blockattn_status s =
+      blockattn_forward(&p, a.offsets, t(a.q), t(a.k), t(a.v), t(a.out), workspace(), workspace_bytes(), nullptr);
   EXPECT_EQ(s, BLOCKATTN_INVALID_ARGUMENT);
   EXPECT_NE(std::string(blockattn_last_error()).find("head_dim"), std::string::npos) << blockattn_last_error();
-  EXPECT_EQ(blockattn_forward(nullptr, a.offsets, t(a.q), t(a.k), t(a.v), t(a.out), workspace(),
-                              workspace_bytes(), nullptr),
-            BLOCKATTN_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      blockattn_forward(nullptr, a.offsets, t(a.q), t(a.k), t(a.v), t(a.out), workspace(), workspace_bytes(), nullptr),
+      BLOCKATTN_INVALID_ARGUMENT);
   EXPECT_NE(std::string(blockattn_last_error()).find("problem"), std::string::npos);
   EXPECT_EQ(blockattn_abi_version(), BLOCKATTN_C_ABI_VERSION);
 }

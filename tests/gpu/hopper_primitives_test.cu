@@ -28,8 +28,8 @@ __device__ int chunked(int row, int col) {
 // One warpgroup: TMA-loads Q, K, V tiles (rows [row_begin, row_begin + 64) of
 // head `head`), copies Q back un-swizzled, computes S = Q K^T and O = bf16(S) V.
 __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
-                      const __grid_constant__ CUtensorMap vmap, int row_begin, int head, bf16* q_copy,
-                      float* s_out, float* o_out) {
+                      const __grid_constant__ CUtensorMap vmap, int row_begin, int head, bf16* q_copy, float* s_out,
+                      float* o_out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   bf16* tiles = reinterpret_cast<bf16*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
@@ -45,13 +45,17 @@ __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_con
     bar.arrive_expect_tx(3 * kTileElems * 2);
     for (int c = 0; c < 2; ++c) {
       const int32_t at[3] = {64 * c, head, row_begin};
-      hopper::ptx::cp_async_bulk_tensor(hopper::ptx::space_cluster, hopper::ptx::space_global, q + c * 64 * kRows, &qmap, at, &bar.word);
-      hopper::ptx::cp_async_bulk_tensor(hopper::ptx::space_cluster, hopper::ptx::space_global, k + c * 64 * kRows, &kmap, at, &bar.word);
-      hopper::ptx::cp_async_bulk_tensor(hopper::ptx::space_cluster, hopper::ptx::space_global, v + c * 64 * kRows, &vmap, at, &bar.word);
+      hopper::ptx::cp_async_bulk_tensor(hopper::ptx::space_cluster, hopper::ptx::space_global, q + c * 64 * kRows,
+                                        &qmap, at, &bar.word);
+      hopper::ptx::cp_async_bulk_tensor(hopper::ptx::space_cluster, hopper::ptx::space_global, k + c * 64 * kRows,
+                                        &kmap, at, &bar.word);
+      hopper::ptx::cp_async_bulk_tensor(hopper::ptx::space_cluster, hopper::ptx::space_global, v + c * 64 * kRows,
+                                        &vmap, at, &bar.word);
     }
   }
   bar.wait(0);
-  for (int i = tid; i < kTileElems; i += 128) q_copy[i] = q[chunked(i / kD, i % kD)];
+  for (int i = tid; i < kTileElems; i += 128)
+    q_copy[i] = q[chunked(i / kD, i % kD)];
 
   portable::Accumulator<64> s;
   float(&s_regs)[32] = reinterpret_cast<float(&)[32]>(s.c);
@@ -88,7 +92,8 @@ TEST(HopperPrimitives, TmaRoundTripAndWgmmaProducts) {
   if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
   cudaDeviceProp prop;
   BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major * 10 + prop.minor != 90) GTEST_SKIP() << "needs compute capability 9.0; device is " << prop.major << "." << prop.minor;
+  if (prop.major * 10 + prop.minor != 90)
+    GTEST_SKIP() << "needs compute capability 9.0; device is " << prop.major << "." << prop.minor;
 
   // [T, H, D] tensors with T = 100 and a tile at rows 64..127: 36 real rows,
   // 28 past the end that TMA must zero-fill.
@@ -97,7 +102,8 @@ TEST(HopperPrimitives, TmaRoundTripAndWgmmaProducts) {
   std::normal_distribution<double> dist;
   std::vector<bf16> hq(T * H * kD), hk(hq.size()), hv(hq.size());
   for (auto* t : {&hq, &hk, &hv})
-    for (auto& x : *t) x = from_double<bf16>(dist(rng));
+    for (auto& x : *t)
+      x = from_double<bf16>(dist(rng));
   DeviceBuffer<bf16> dq(hq.size()), dk(hk.size()), dv(hv.size()), q_copy(kTileElems);
   dq.upload(hq);
   dk.upload(hk);
@@ -107,7 +113,9 @@ TEST(HopperPrimitives, TmaRoundTripAndWgmmaProducts) {
   const char* err = nullptr;
   DeviceBuffer<bf16>* bufs[3] = {&dq, &dk, &dv};
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(hopper::encode_head_tile_map(&maps[i], TensorView{bufs[i]->get(), H * kD, kD}, DType::kBF16, T, H, kD, 64, &err)) << err;
+    ASSERT_TRUE(hopper::encode_head_tile_map(&maps[i], TensorView{bufs[i]->get(), H * kD, kD}, DType::kBF16, T, H, kD,
+                                             64, &err))
+        << err;
 
   const int smem = 3 * kTileElems * 2 + 1024;
   BA_CHECK_CUDA(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -120,20 +128,23 @@ TEST(HopperPrimitives, TmaRoundTripAndWgmmaProducts) {
   };
   const auto qc = q_copy.download();
   for (int r = 0; r < kRows; ++r)
-    for (int d = 0; d < kD; ++d) ASSERT_EQ(to_double(qc[r * kD + d]), at(hq, r, d)) << "TMA row " << r << " col " << d;
+    for (int d = 0; d < kD; ++d)
+      ASSERT_EQ(to_double(qc[r * kD + d]), at(hq, r, d)) << "TMA row " << r << " col " << d;
 
   const auto s = s_out.download();
   for (int i = 0; i < kRows; ++i)
     for (int j = 0; j < kRows; ++j) {
       double ref = 0;
-      for (int d = 0; d < kD; ++d) ref += at(hq, i, d) * at(hk, j, d);
+      for (int d = 0; d < kD; ++d)
+        ref += at(hq, i, d) * at(hk, j, d);
       ASSERT_NEAR(s[i * 64 + j], ref, 1e-4 * (1 + std::abs(ref))) << "S[" << i << "][" << j << "]";
     }
   const auto o = o_out.download();
   for (int i = 0; i < kRows; ++i)
     for (int d = 0; d < kD; ++d) {
       double ref = 0;
-      for (int j = 0; j < kRows; ++j) ref += to_double(__float2bfloat16(s[i * 64 + j])) * at(hv, j, d);
+      for (int j = 0; j < kRows; ++j)
+        ref += to_double(__float2bfloat16(s[i * 64 + j])) * at(hv, j, d);
       ASSERT_NEAR(o[i * kD + d], ref, 1e-4 * (1 + std::abs(ref))) << "O[" << i << "][" << d << "]";
     }
 }

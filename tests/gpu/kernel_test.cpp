@@ -18,10 +18,10 @@ namespace {
 
 using namespace blockattn::testing;
 
-#define REQUIRE_GPU()                                                   \
-  do {                                                                  \
-    const std::string why = gpu_unavailable_reason();                  \
-    if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;      \
+#define REQUIRE_GPU()                                              \
+  do {                                                             \
+    const std::string why = gpu_unavailable_reason();              \
+    if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why; \
   } while (0)
 
 enum class OffsetsKind { kValid, kUnownedEdges, kMalformed };
@@ -35,9 +35,8 @@ struct Config {
 
 std::string config_string(const Config& c) {
   static const char* kinds[] = {"valid", "unownededges", "malformed"};
-  return std::string(dtype_name(c.dtype)) + "_d" + std::to_string(c.head_dim) + "_hq" + std::to_string(c.hq) +
-         "_hkv" + std::to_string(c.hkv) + (c.padded ? "_padded" : "_packed") + "_" +
-         kinds[static_cast<int>(c.offsets)];
+  return std::string(dtype_name(c.dtype)) + "_d" + std::to_string(c.head_dim) + "_hq" + std::to_string(c.hq) + "_hkv" +
+         std::to_string(c.hkv) + (c.padded ? "_padded" : "_packed") + "_" + kinds[static_cast<int>(c.offsets)];
 }
 std::string config_name(const ::testing::TestParamInfo<Config>& info) { return config_string(info.param); }
 void PrintTo(const Config& c, std::ostream* os) { *os << config_string(c); }
@@ -67,10 +66,12 @@ struct HostTensor {
 
   HostTensor(const Layout& l, std::mt19937_64& rng) : layout(l), stored(l.elems()), dense(dense_size(l)) {
     std::normal_distribution<double> dist;
-    for (auto& x : stored) x = from_double<T>(dist(rng));  // padding too: never read back as data
+    for (auto& x : stored)
+      x = from_double<T>(dist(rng));  // padding too: never read back as data
     for (int64_t t = 0; t < l.tokens; ++t)
       for (int h = 0; h < l.heads; ++h)
-        for (int d = 0; d < l.dim; ++d) dense[dense_at(l, t, h, d)] = to_double(stored[l.at(t, h, d)]);
+        for (int d = 0; d < l.dim; ++d)
+          dense[dense_at(l, t, h, d)] = to_double(stored[l.at(t, h, d)]);
   }
   static size_t dense_size(const Layout& l) { return static_cast<size_t>(l.tokens) * l.heads * l.dim; }
   static size_t dense_at(const Layout& l, int64_t t, int h, int d) {
@@ -116,7 +117,8 @@ Accuracy compare(const std::vector<T>& got, const Layout& l, const std::vector<d
 std::vector<int32_t> test_lengths(std::mt19937_64& rng) {
   std::vector<int32_t> lengths = {0, 1, 63, 64, 65, 127, 128, 2048};
   std::uniform_int_distribution<int32_t> len(0, 300);
-  for (int i = 0; i < 6; ++i) lengths.push_back(len(rng));
+  for (int i = 0; i < 6; ++i)
+    lengths.push_back(len(rng));
   std::shuffle(lengths.begin(), lengths.end(), rng);
   return lengths;
 }
@@ -270,8 +272,10 @@ class KernelTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(KernelTest, MatchesReference) {
   REQUIRE_GPU();
-  if (GetParam().dtype == DType::kBF16) run_case<__nv_bfloat16>(GetParam());
-  else run_case<__half>(GetParam());
+  if (GetParam().dtype == DType::kBF16)
+    run_case<__nv_bfloat16>(GetParam());
+  else
+    run_case<__half>(GetParam());
 }
 
 std::vector<Config> all_configs() {
@@ -279,7 +283,8 @@ std::vector<Config> all_configs() {
   const int heads[][2] = {{1, 1}, {4, 4}, {8, 2}, {4, 1}};
   for (DType dt : {DType::kBF16, DType::kFP16})
     for (int d : {64, 128})
-      for (const auto& h : heads) configs.push_back({dt, d, h[0], h[1], false, OffsetsKind::kValid});
+      for (const auto& h : heads)
+        configs.push_back({dt, d, h[0], h[1], false, OffsetsKind::kValid});
   for (int d : {64, 128}) {
     configs.push_back({DType::kBF16, d, 4, 2, true, OffsetsKind::kValid});
     configs.push_back({DType::kBF16, d, 2, 1, true, OffsetsKind::kUnownedEdges});
@@ -296,8 +301,10 @@ class MalformedOffsets : public ::testing::TestWithParam<Config> {};
 
 TEST_P(MalformedOffsets, StayInBounds) {
   REQUIRE_GPU();
-  if (GetParam().dtype == DType::kBF16) run_case<__nv_bfloat16>(GetParam());
-  else run_case<__half>(GetParam());
+  if (GetParam().dtype == DType::kBF16)
+    run_case<__nv_bfloat16>(GetParam());
+  else
+    run_case<__half>(GetParam());
 }
 INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets,
                          ::testing::Values(Config{DType::kBF16, 64, 2, 1, false, OffsetsKind::kMalformed},
@@ -336,10 +343,13 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
   ba.dv = l.view(dv.get());
 
   auto fill = [&](const std::vector<int32_t>& lengths) {
-    for (auto* t : {&q, &k, &v, &dout}) t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
+    for (auto* t : {&q, &k, &v, &dout})
+      t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
     offsets.upload(offsets_from_lengths(lengths));
   };
-  auto results = [&] { return std::vector<std::vector<__nv_bfloat16>>{out.download(), dq.download(), dk.download(), dv.download()}; };
+  auto results = [&] {
+    return std::vector<std::vector<__nv_bfloat16>>{out.download(), dq.download(), dk.download(), dv.download()};
+  };
 
   cudaStream_t stream;
   BA_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -359,11 +369,13 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
 
   for (const auto& lengths : {std::vector<int32_t>{64, 1, 500, 135}, std::vector<int32_t>{0, 700, 0, 0}}) {
     fill(lengths);
-    for (auto* t : {&out, &dq, &dk, &dv}) t->poison();
+    for (auto* t : {&out, &dq, &dk, &dv})
+      t->poison();
     BA_CHECK_CUDA(cudaGraphLaunch(exec, stream));
     BA_CHECK_CUDA(cudaStreamSynchronize(stream));
     const auto replayed = results();
-    for (auto* t : {&out, &dq, &dk, &dv}) t->poison();
+    for (auto* t : {&out, &dq, &dk, &dv})
+      t->poison();
     ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), stream).ok());
     ASSERT_TRUE(backward(ba, ws.get(), ws.bytes(), stream).ok());
     BA_CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -401,8 +413,10 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   EXPECT_EQ(chosen, Backend::kPortable);
   a.options.backend = Backend::kHopper;
   const Status s = forward_backend(a, &chosen);
-  if (expected == Backend::kHopper) EXPECT_EQ(chosen, Backend::kHopper);
-  else EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+  if (expected == Backend::kHopper)
+    EXPECT_EQ(chosen, Backend::kHopper);
+  else
+    EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
   d_offsets.upload(offsets);
   DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(num_seqs, total_tokens));
   workspace.poison();
-  ASSERT_EQ(cudaSuccess, schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens,
-                                                        workspace.get(), nullptr));
+  ASSERT_EQ(cudaSuccess,
+            schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, workspace.get(), nullptr));
   const auto raw = workspace.download();
   int32_t count;
   std::memcpy(&count, raw.data(), sizeof(count));
@@ -42,13 +42,15 @@ TEST(ScheduleKernel, MatchesHostModel) {
   for (int num_seqs : {0, 1, 7, 1023, 1024, 1025, 3000}) {
     std::uniform_int_distribution<int32_t> len(0, 200);
     std::vector<int32_t> offsets{0};
-    for (int b = 0; b < num_seqs; ++b) offsets.push_back(offsets.back() + len(rng));
+    for (int b = 0; b < num_seqs; ++b)
+      offsets.push_back(offsets.back() + len(rng));
     const int32_t total = offsets.back();
     SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs));
     expect_device_matches_host(offsets, total);
     // Malformed: random values anywhere around [0, T].
     std::uniform_int_distribution<int32_t> any(-500, total + 500);
-    for (auto& o : offsets) o = any(rng);
+    for (auto& o : offsets)
+      o = any(rng);
     expect_device_matches_host(offsets, total);
   }
 }
