@@ -56,6 +56,35 @@ Layout make_layout(int64_t tokens, int heads, int dim, bool padded) {
   return {heads, dim, int64_t{heads} * (dim + 8) + 16, dim + 8, tokens};
 }
 
+// Arguments over device tensors laid out as `ql` (query-head tensors) and
+// `kl` (KV-head tensors).
+ForwardArgs forward_args(const Shape& shape, const int32_t* offsets, const Layout& ql, const Layout& kl, void* q,
+                         void* k, void* v, void* out) {
+  ForwardArgs a;
+  a.shape = shape;
+  a.offsets = offsets;
+  a.q = ql.view(q);
+  a.k = kl.view(k);
+  a.v = kl.view(v);
+  a.out = ql.view(out);
+  return a;
+}
+
+BackwardArgs backward_args(const ForwardArgs& f, const Layout& ql, const Layout& kl, void* dout, void* dq, void* dk,
+                           void* dv) {
+  BackwardArgs a;
+  a.shape = f.shape;
+  a.offsets = f.offsets;
+  a.q = f.q;
+  a.k = f.k;
+  a.v = f.v;
+  a.dout = ql.view(dout);
+  a.dq = ql.view(dq);
+  a.dk = kl.view(dk);
+  a.dv = kl.view(dv);
+  return a;
+}
+
 // Random N(0, 1) values rounded to T, kept both as T (device) and as exactly
 // the same values in fp64 (reference), dense [T, H, D].
 template <typename T>
@@ -205,13 +234,7 @@ void run_case(const Config& c) {
     for (auto& host_out : outs) {
       DeviceBuffer<T> out(ql.elems());
       out.poison();
-      ForwardArgs a;
-      a.shape = shape;
-      a.offsets = offsets.get();
-      a.q = ql.view(dq_in.get());
-      a.k = kl.view(dk_in.get());
-      a.v = kl.view(dv_in.get());
-      a.out = ql.view(out.get());
+      ForwardArgs a = forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), out.get());
       a.options.backend = backend;
       const Status s = forward(a, workspace.get(), workspace.bytes(), nullptr);
       ASSERT_TRUE(s.ok()) << s.message;
@@ -235,16 +258,9 @@ void run_case(const Config& c) {
     dq.poison();
     dk.poison();
     dv.poison();
-    BackwardArgs a;
-    a.shape = shape;
-    a.offsets = offsets.get();
-    a.q = ql.view(dq_in.get());
-    a.k = kl.view(dk_in.get());
-    a.v = kl.view(dv_in.get());
-    a.dout = ql.view(ddout.get());
-    a.dq = ql.view(dq.get());
-    a.dk = kl.view(dk.get());
-    a.dv = kl.view(dv.get());
+    const BackwardArgs a =
+        backward_args(forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), nullptr), ql,
+                      kl, ddout.get(), dq.get(), dk.get(), dv.get());
     const Status s = backward(a, workspace.get(), workspace.bytes(), nullptr);
     ASSERT_TRUE(s.ok()) << s.message;
     BA_CHECK_CUDA(cudaDeviceSynchronize());
@@ -324,23 +340,8 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
   DeviceBuffer<int32_t> offsets(num_seqs + 1);
   DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
   const Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
-  ForwardArgs fa;
-  fa.shape = shape;
-  fa.offsets = offsets.get();
-  fa.q = l.view(q.get());
-  fa.k = l.view(k.get());
-  fa.v = l.view(v.get());
-  fa.out = l.view(out.get());
-  BackwardArgs ba;
-  ba.shape = shape;
-  ba.offsets = offsets.get();
-  ba.q = fa.q;
-  ba.k = fa.k;
-  ba.v = fa.v;
-  ba.dout = l.view(dout.get());
-  ba.dq = l.view(dq.get());
-  ba.dk = l.view(dk.get());
-  ba.dv = l.view(dv.get());
+  const ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
+  const BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
 
   auto fill = [&](const std::vector<int32_t>& lengths) {
     for (auto* t : {&q, &k, &v, &dout})
