@@ -63,13 +63,8 @@ struct ForwardSmem {
 
 using schedule::ForwardTileCoords;
 
-// Element offset of (row, col) in a chunked, 128-byte-swizzled tile: the layout
-// TMA writes and wgmma reads.
-template <int D>
-__device__ __forceinline__ int chunked_offset(int row, int col) {
-  return (col / kChunkCols) * (kBlockSize * kChunkCols) +
-         portable::SwizzledTile<kChunkCols>::offset(row, col % kChunkCols);
-}
+// Element offset of (row, col) in a stage's Q, K or V tile.
+__device__ __forceinline__ int tile_offset(int row, int col) { return chunked_tile_offset(row, col, kBlockSize); }
 
 template <typename T, int D>
 __device__ void producer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles) {
@@ -100,7 +95,7 @@ __device__ __forceinline__ void zero_tail_rows(T* v_tile, int valid_rows, int ti
   constexpr int kUnitsPerRow = D / 8;  // 16-byte units
   for (int u = tid; u < (kBlockSize - valid_rows) * kUnitsPerRow; u += 128) {
     const int row = valid_rows + u / kUnitsPerRow, col = (u % kUnitsPerRow) * 8;
-    *reinterpret_cast<uint4*>(v_tile + chunked_offset<D>(row, col)) = make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4*>(v_tile + tile_offset(row, col)) = make_uint4(0, 0, 0, 0);
   }
   fence_async_shared();  // generic writes, read next by wgmma (async proxy)
   named_barrier_sync(1 + consumer, 128);
@@ -162,9 +157,9 @@ __device__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       const int col = 8 * j + 2 * (lane % 4);
-      *reinterpret_cast<uint32_t*>(q_tile + chunked_offset<D>(r, col)) =
+      *reinterpret_cast<uint32_t*>(q_tile + tile_offset(r, col)) =
           portable::ElementTraits<T>::pack(o.c[j][0] * inv[0], o.c[j][1] * inv[0]);
-      *reinterpret_cast<uint32_t*>(q_tile + chunked_offset<D>(r + 8, col)) =
+      *reinterpret_cast<uint32_t*>(q_tile + tile_offset(r + 8, col)) =
           portable::ElementTraits<T>::pack(o.c[j][2] * inv[1], o.c[j][3] * inv[1]);
     }
     __syncwarp();
@@ -175,7 +170,7 @@ __device__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
       const int row = row0 + u / (D / 8), col = (u % (D / 8)) * 8;
       if (row < valid)
         *reinterpret_cast<uint4*>(out + row * p.out.token_stride + col) =
-            *reinterpret_cast<const uint4*>(q_tile + chunked_offset<D>(row, col));
+            *reinterpret_cast<const uint4*>(q_tile + tile_offset(row, col));
     }
     // Hand the stage back: generic writes (O staging, V zeroing) must be
     // ordered before the producer's next TMA writes to it.

@@ -24,6 +24,14 @@ namespace blockattn::hopper {
 inline constexpr uint32_t kChunkCols = 64;    // 16-bit elements per 128-byte row
 inline constexpr uint32_t kChunkRowBytes = 128;
 
+// Element offset of (row, col) in such a chunked tile with `rows` rows: chunk,
+// then row, then the 16-byte unit XOR-ed with row % 8 (the 128-byte swizzle).
+__device__ __forceinline__ int chunked_tile_offset(int row, int col, int rows) {
+  const int in_chunk = col % kChunkCols;
+  return (col / kChunkCols) * (rows * kChunkCols) + row * kChunkCols + (((in_chunk / 8) ^ (row % 8)) * 8) +
+         in_chunk % 8;
+}
+
 __device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t leading_bytes,
                                                    uint32_t stride_bytes) {
   uint64_t desc = (smem_addr & 0x3FFFF) >> 4;

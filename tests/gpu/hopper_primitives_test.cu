@@ -21,9 +21,6 @@ using namespace blockattn::testing;
 using bf16 = __nv_bfloat16;
 constexpr int kD = 128, kRows = 64, kTileElems = kRows * kD;
 
-__device__ int chunked(int row, int col) {
-  return (col / 64) * (kRows * 64) + portable::SwizzledTile<64>::offset(row, col % 64);
-}
 
 // One warpgroup: TMA-loads Q, K, V tiles (rows [row_begin, row_begin + 64) of
 // head `head`), copies Q back un-swizzled, computes S = Q K^T and O = bf16(S) V.
@@ -55,7 +52,7 @@ __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_con
   }
   bar.wait(0);
   for (int i = tid; i < kTileElems; i += 128)
-    q_copy[i] = q[chunked(i / kD, i % kD)];
+    q_copy[i] = q[hopper::chunked_tile_offset(i / kD, i % kD, kRows)];
 
   portable::Accumulator<64> s;
   float(&s_regs)[32] = reinterpret_cast<float(&)[32]>(s.c);
