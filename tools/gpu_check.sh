@@ -88,7 +88,7 @@ echo
 echo "==== summary ===="
 printf '%s\n' "${summary[@]}"
 for backend in portable auto; do
-  [ -f "$OUT/bench_$backend.log" ] && echo "-- forward backend: $backend (backward: portable)" &&
+  [ -f "$OUT/bench_$backend.log" ] && echo "-- backend: $backend" &&
     grep -E "^GPU" "$OUT/bench_$backend.log" && sed -n '/^workload/,$p' "$OUT/bench_$backend.log"
 done
 

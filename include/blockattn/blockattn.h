@@ -33,14 +33,16 @@ inline constexpr int kBlockSize = 64;
 
 enum class DType { kBF16 = 0, kFP16 = 1 };
 
-// Which implementation runs the forward.
-//   kAuto:     the sm_90 path (TMA, wgmma) on compute capability 9.x when the
-//              tensors' layout allows TMA, else the portable path. The
+// Which implementation runs (forward and backward alike).
+//   kAuto:     the sm_90 path (TMA, wgmma) on compute capability 9.0 when the
+//              tensors' layout allows TMA, else the portable path; the backward
+//              takes the sm_90 path only for head_dim 128 without grouped
+//              queries (where it measured fastest). The
 //              environment variable BLOCKATTN_FORCE_PORTABLE=1 turns kAuto into
 //              kPortable (for tests and comparisons).
 //   kPortable: the sm_80+ path (mma.sync), on any supported GPU.
-//   kHopper:   the sm_90 path; kUnsupported where it cannot run.
-// The backward has one implementation (portable) in this version.
+//   kHopper:   the sm_90 path; kUnsupported where it cannot run (TMA-incompatible
+//              strides, or a grouped-query backward).
 enum class Backend { kAuto = 0, kPortable = 1, kHopper = 2 };
 
 enum class StatusCode {
@@ -110,6 +112,9 @@ BLOCKATTN_API Status forward(const ForwardArgs& args, void* workspace, size_t wo
 // Which implementation forward() would run for these arguments on the current
 // device (kPortable or kHopper), after the same validation; launches nothing.
 BLOCKATTN_API Status forward_backend(const ForwardArgs& args, Backend* chosen);
+
+// The same for backward().
+BLOCKATTN_API Status backward_backend(const BackwardArgs& args, Backend* chosen);
 
 // dq, dk, dv of the forward above given dout. A single kernel: it recomputes the
 // probabilities, needs neither the forward output nor its logsumexp, and is

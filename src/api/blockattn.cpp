@@ -12,7 +12,7 @@
 
 #include "api/device_info.h"
 #include "api/validate.h"
-#include "hopper/forward_params.h"
+#include "hopper/params.h"
 #include "hopper/tensor_map.h"
 #include "portable/kernel_params.h"
 #include "schedule/block_schedule.h"
@@ -80,11 +80,12 @@ bool portable_forced_by_environment() {
   return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
 
-// Decides whether the forward takes the sm_90 path and, if so, encodes its TMA
-// maps. kAuto falls back to the portable path quietly; kHopper reports why not.
-Status select_hopper_forward(const ForwardArgs& a, const KernelParams& p, bool* use, hopper::ForwardParams* hp) {
+// Decides whether a call takes the sm_90 path; `encode_maps(&error)` builds
+// its TMA maps and reports whether the tensors allow TMA. kAuto falls back to
+// the portable path quietly; kHopper reports why it cannot run.
+template <typename EncodeMaps>
+Status select_hopper(Backend backend, EncodeMaps&& encode_maps, bool* use) {
   *use = false;
-  Backend backend = a.options.backend;
   if (backend == Backend::kAuto && portable_forced_by_environment()) backend = Backend::kPortable;
   if (backend == Backend::kPortable) return Status::Ok();
   const int cc = compute_capability();
@@ -94,25 +95,61 @@ Status select_hopper_forward(const ForwardArgs& a, const KernelParams& p, bool* 
     return {StatusCode::kUnsupported, "blockattn: backend kHopper needs compute capability 9.0; device has " +
                                           std::to_string(cc / 10) + "." + std::to_string(cc % 10)};
   }
-  const Shape& s = a.shape;
   const char* error = nullptr;
-  const bool encoded = hopper::encode_head_tile_map(&hp->q_map, a.q, s.dtype, s.total_tokens, s.num_q_heads, s.head_dim,
-                                                    hopper::kBoxRows, &error) &&
-                       hopper::encode_head_tile_map(&hp->k_map, a.k, s.dtype, s.total_tokens, s.num_kv_heads,
-                                                    s.head_dim, hopper::kBoxRows, &error) &&
-                       hopper::encode_head_tile_map(&hp->v_map, a.v, s.dtype, s.total_tokens, s.num_kv_heads,
-                                                    s.head_dim, hopper::kBoxRows, &error);
-  if (!encoded) {
+  if (!encode_maps(&error)) {
     if (backend == Backend::kAuto) return Status::Ok();
-    return {StatusCode::kUnsupported, std::string("blockattn: backend kHopper cannot use these tensors: ") + error};
+    return {StatusCode::kUnsupported, std::string("blockattn: backend kHopper cannot run this call: ") + error};
   }
+  *use = true;
+  return Status::Ok();
+}
+
+bool encode_map(CUtensorMap* map, const TensorView& t, const Shape& s, int heads, const char** error) {
+  return hopper::encode_head_tile_map(map, t, s.dtype, s.total_tokens, heads, s.head_dim, hopper::kBoxRows, error);
+}
+
+Status select_hopper_forward(const ForwardArgs& a, const KernelParams& p, bool* use, hopper::ForwardParams* hp) {
+  const Shape& s = a.shape;
+  auto encode = [&](const char** error) {
+    return encode_map(&hp->q_map, a.q, s, s.num_q_heads, error) && encode_map(&hp->k_map, a.k, s, s.num_kv_heads, error) &&
+           encode_map(&hp->v_map, a.v, s, s.num_kv_heads, error);
+  };
+  if (Status st = select_hopper(a.options.backend, encode, use); !st.ok() || !*use) return st;
   hp->out = p.out;
   hp->num_q_heads = p.num_q_heads;
   hp->group_size = p.group_size;
   hp->scale_log2 = p.scale_log2;
   hp->block_count = p.block_count;
   hp->blocks = p.blocks;
-  *use = true;
+  return Status::Ok();
+}
+
+Status select_hopper_backward(const BackwardArgs& a, const KernelParams& p, bool* use, hopper::BackwardParams* hp) {
+  const Shape& s = a.shape;
+  // At D = 64 the sm_90 backward measured slower than the portable one on the
+  // headline workload (docs/perf.md), so kAuto keeps the portable kernel there.
+  if (a.options.backend == Backend::kAuto && s.head_dim == 64) {
+    *use = false;
+    return Status::Ok();
+  }
+  auto encode = [&](const char** error) {
+    if (s.num_q_heads != s.num_kv_heads) {
+      *error = "its backward supports num_q_heads == num_kv_heads only (grouped-query attention runs on kPortable)";
+      return false;
+    }
+    return encode_map(&hp->q_map, a.q, s, s.num_q_heads, error) && encode_map(&hp->k_map, a.k, s, s.num_kv_heads, error) &&
+           encode_map(&hp->v_map, a.v, s, s.num_kv_heads, error) &&
+           encode_map(&hp->dout_map, a.dout, s, s.num_q_heads, error);
+  };
+  if (Status st = select_hopper(a.options.backend, encode, use); !st.ok() || !*use) return st;
+  hp->dq = p.dq;
+  hp->dk = p.dk;
+  hp->dv = p.dv;
+  hp->num_heads = s.num_q_heads;
+  hp->softmax_scale = p.softmax_scale;
+  hp->scale_log2 = p.scale_log2;
+  hp->block_count = p.block_count;
+  hp->blocks = p.blocks;
   return Status::Ok();
 }
 
@@ -136,13 +173,20 @@ struct ForwardLaunch {
 
 template <typename T, int D>
 struct BackwardLaunch {
-  static Status run(const Shape& s, const int32_t* offsets, const KernelParams& p, void* workspace,
-                    cudaStream_t stream) {
+  static Status run(const BackwardArgs& a, const KernelParams& p, void* workspace, cudaStream_t stream) {
+    const Shape& s = a.shape;
     const int64_t max_tiles = schedule::max_blocks(s.num_seqs, s.total_tokens) * s.num_kv_heads;
+    bool hopper_path = false;
+    hopper::BackwardParams hp;
+    if (Status st = select_hopper_backward(a, p, &hopper_path, &hp); !st.ok()) return st;
+    const int ctas_per_sm =
+        hopper_path ? hopper::backward_ctas_per_sm<T, D>() : portable::backward_ctas_per_sm<T, D>();
     int num_ctas = 0;
-    if (Status st = persistent_grid(portable::backward_ctas_per_sm<T, D>(), max_tiles, &num_ctas); !st.ok()) return st;
-    if (Status st = build_schedule(s, offsets, workspace, stream); !st.ok()) return st;
-    return cuda_status(portable::launch_backward<T, D>(p, num_ctas, stream), "launching the backward kernel");
+    if (Status st = persistent_grid(ctas_per_sm, max_tiles, &num_ctas); !st.ok()) return st;
+    if (Status st = build_schedule(s, a.offsets, workspace, stream); !st.ok()) return st;
+    const cudaError_t err = hopper_path ? hopper::launch_backward<T, D>(hp, num_ctas, stream)
+                                        : portable::launch_backward<T, D>(p, num_ctas, stream);
+    return cuda_status(err, "launching the backward kernel");
   }
 };
 
@@ -176,6 +220,15 @@ Status forward_backend(const ForwardArgs& a, Backend* chosen) {
   return Status::Ok();
 }
 
+Status backward_backend(const BackwardArgs& a, Backend* chosen) {
+  if (Status s = validate_backward_tensors(a); !s.ok()) return s;
+  bool hopper_path = false;
+  hopper::BackwardParams hp;
+  if (Status s = select_hopper_backward(a, KernelParams{}, &hopper_path, &hp); !s.ok()) return s;
+  *chosen = hopper_path ? Backend::kHopper : Backend::kPortable;
+  return Status::Ok();
+}
+
 Status backward(const BackwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (Status s = validate_backward(a, workspace, workspace_bytes); !s.ok()) return s;
   const Shape& s = a.shape;
@@ -189,7 +242,7 @@ Status backward(const BackwardArgs& a, void* workspace, size_t workspace_bytes, 
   p.dq = strided(a.dq);
   p.dk = strided(a.dk);
   p.dv = strided(a.dv);
-  return dispatch<BackwardLaunch>(s.dtype, s.head_dim, s, a.offsets, p, workspace, stream);
+  return dispatch<BackwardLaunch>(s.dtype, s.head_dim, a, p, workspace, stream);
 }
 
 }  // namespace blockattn

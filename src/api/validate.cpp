@@ -19,7 +19,6 @@ constexpr int64_t kAlignElems = 8;  // 16 bytes of 16-bit elements
 // Message pieces. No iostreams: a host process (e.g. Python) may have changed
 // the global C++ locale, and formatting must not depend on it.
 std::string piece(const char* s) { return s; }
-std::string piece(const std::string& s) { return s; }
 std::string piece(float x) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", x);
@@ -148,7 +147,7 @@ Status validate_forward(const ForwardArgs& a, const void* workspace, size_t work
   return check_workspace(a.shape, workspace, workspace_bytes);
 }
 
-Status validate_backward(const BackwardArgs& a, const void* workspace, size_t workspace_bytes) {
+Status validate_backward_tensors(const BackwardArgs& a) {
   const Shape& s = a.shape;
   BLOCKATTN_RETURN_IF_ERROR(check_shape(s, a.offsets, a.options));
   const int64_t T = s.total_tokens;
@@ -161,8 +160,12 @@ Status validate_backward(const BackwardArgs& a, const void* workspace, size_t wo
     BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
   for (const NamedView& t : outs)
     BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
-  BLOCKATTN_RETURN_IF_ERROR(check_no_overlap(s, outs, 3, ins, 4));
-  return check_workspace(s, workspace, workspace_bytes);
+  return check_no_overlap(s, outs, 3, ins, 4);
+}
+
+Status validate_backward(const BackwardArgs& a, const void* workspace, size_t workspace_bytes) {
+  BLOCKATTN_RETURN_IF_ERROR(validate_backward_tensors(a));
+  return check_workspace(a.shape, workspace, workspace_bytes);
 }
 
 }  // namespace blockattn

@@ -10,6 +10,7 @@ namespace blockattn {
 // Everything but the workspace.
 Status validate_forward_tensors(const ForwardArgs& args);
 Status validate_forward(const ForwardArgs& args, const void* workspace, size_t workspace_bytes);
+Status validate_backward_tensors(const BackwardArgs& args);
 Status validate_backward(const BackwardArgs& args, const void* workspace, size_t workspace_bytes);
 
 }  // namespace blockattn

@@ -14,8 +14,9 @@
 // kStages tiles of loads in flight per SM from the first tile to the last.
 #pragma once
 
-#include "hopper/forward_params.h"
+#include "hopper/params.h"
 #include "hopper/sync.cuh"
+#include "hopper/tile_io.cuh"
 #include "hopper/wgmma.cuh"
 #include "portable/block_rows.cuh"
 #include "portable/softmax.cuh"
@@ -63,16 +64,15 @@ struct ForwardSmem {
 
 using schedule::ForwardTileCoords;
 
-// Element offset of (row, col) in a stage's Q, K or V tile.
-__device__ __forceinline__ int tile_offset(int row, int col) { return chunked_tile_offset(row, col, kBlockSize); }
 
 template <typename T, int D>
-__device__ void producer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles) {
+__device__ __forceinline__ void producer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles) {
   using Cfg = ForwardConfig<T, D>;
   int i = 0;
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, ++i) {
-    const int stage = i % Cfg::kStages, round = i / Cfg::kStages;
-    sm.empty[stage].wait((round & 1) ^ 1);  // the first round finds every stage free
+    const auto slot = RingSlot<Cfg::kStages>::of(i);
+    const int stage = slot.stage;
+    sm.empty[stage].wait(slot.empty_parity());
     const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
     Barrier& full = sm.full[stage];
     full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
@@ -88,21 +88,8 @@ __device__ void producer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
   }
 }
 
-// V rows past the block end hold the next sequence's values (or TMA zeros).
-// Their probabilities are exactly 0, but 0 * inf is NaN, so they are zeroed.
 template <typename T, int D>
-__device__ __forceinline__ void zero_tail_rows(T* v_tile, int valid_rows, int tid, int consumer) {
-  constexpr int kUnitsPerRow = D / 8;  // 16-byte units
-  for (int u = tid; u < (kBlockSize - valid_rows) * kUnitsPerRow; u += 128) {
-    const int row = valid_rows + u / kUnitsPerRow, col = (u % kUnitsPerRow) * 8;
-    *reinterpret_cast<uint4*>(v_tile + tile_offset(row, col)) = make_uint4(0, 0, 0, 0);
-  }
-  fence_async_shared();  // generic writes, read next by wgmma (async proxy)
-  named_barrier_sync(1 + consumer, 128);
-}
-
-template <typename T, int D>
-__device__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles, int consumer) {
+__device__ __forceinline__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles, int consumer) {
   using Cfg = ForwardConfig<T, D>;
   const int tid = threadIdx.x - 128 * (1 + consumer);
   const int lane = tid % 32, row0 = 16 * (tid / 32);
@@ -110,13 +97,18 @@ __device__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
   int i = consumer;
   for (int tile = blockIdx.x + consumer * gridDim.x; tile < num_tiles;
        tile += Cfg::kConsumers * gridDim.x, i += Cfg::kConsumers) {
-    const int stage = i % Cfg::kStages, round = i / Cfg::kStages;
+    const auto slot = RingSlot<Cfg::kStages>::of(i);
+    const int stage = slot.stage;
     const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
     const int valid = t.block.row_count;
     T* q_tile = reinterpret_cast<T*>(sm.q(stage));
     T* v_tile = reinterpret_cast<T*>(sm.v(stage));
-    sm.full[stage].wait(round & 1);
-    if (valid < kBlockSize) zero_tail_rows<T, D>(v_tile, valid, tid, consumer);
+    sm.full[stage].wait(slot.full_parity());
+    if (valid < kBlockSize) {  // Q and K tails only feed rows and columns that are discarded or masked
+      zero_rows_from<T, D>(v_tile, valid, tid);
+      fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+      named_barrier_sync(1 + consumer, 128);
+    }
 
     // S = Q K^T over D / 16 steps.
     const uint32_t q_addr = portable::smem_u32(q_tile), k_addr = portable::smem_u32(sm.k(stage));
@@ -153,25 +145,10 @@ __device__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& s
     // rows that belong to the block.
     named_barrier_sync(1 + consumer, 128);
     const float inv[2] = {1.f / row_sum[0], 1.f / row_sum[1]};
-    const int r = row0 + lane / 4;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      const int col = 8 * j + 2 * (lane % 4);
-      *reinterpret_cast<uint32_t*>(q_tile + tile_offset(r, col)) =
-          portable::ElementTraits<T>::pack(o.c[j][0] * inv[0], o.c[j][1] * inv[0]);
-      *reinterpret_cast<uint32_t*>(q_tile + tile_offset(r + 8, col)) =
-          portable::ElementTraits<T>::pack(o.c[j][2] * inv[1], o.c[j][3] * inv[1]);
-    }
+    stage_rows<T, D>(o, inv, q_tile, row0, 0, lane);
     __syncwarp();
-    T* out = portable::head_rows_out<T>(p.out, t.block, t.q_head);
-#pragma unroll
-    for (int round16 = 0; round16 < D / 16; ++round16) {  // 16 rows x D/8 units over 32 lanes
-      const int u = round16 * 32 + lane;
-      const int row = row0 + u / (D / 8), col = (u % (D / 8)) * 8;
-      if (row < valid)
-        *reinterpret_cast<uint4*>(out + row * p.out.token_stride + col) =
-            *reinterpret_cast<const uint4*>(q_tile + tile_offset(row, col));
-    }
+    store_staged_rows<T, D>(q_tile, row0, portable::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
+                            valid, lane);
     // Hand the stage back: generic writes (O staging, V zeroing) must be
     // ordered before the producer's next TMA writes to it.
     fence_async_shared();

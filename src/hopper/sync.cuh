@@ -28,6 +28,19 @@ struct Barrier {
   }
 };
 
+// Item i of a ring of kStages stages: its stage, and the parities to wait on.
+// A fresh mbarrier counts as having completed the phase before phase 0, so
+// the producer's first round through the ring does not wait.
+template <int kStages>
+struct RingSlot {
+  int stage;
+  uint32_t phase;
+
+  __device__ static RingSlot of(int item) { return {item % kStages, static_cast<uint32_t>((item / kStages) & 1)}; }
+  __device__ uint32_t full_parity() const { return phase; }       // consumer waits for the data
+  __device__ uint32_t empty_parity() const { return phase ^ 1; }  // producer waits for the release
+};
+
 // Makes mbarrier initialization visible to the async proxy (TMA).
 __device__ __forceinline__ void fence_barrier_init() { ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); }
 

@@ -9,6 +9,7 @@
 // through shared memory for those two products.
 #pragma once
 
+#include "common/opaque.cuh"
 #include "portable/block_rows.cuh"
 #include "portable/softmax.cuh"
 
@@ -53,7 +54,8 @@ template <typename T, int D>
 __device__ __forceinline__ void backward_query_head(const KernelParams& p, const BackwardSmem<T, D>& sm,
                                                     const schedule::BlockDesc& block, int q_head, Accumulator<D>& dk,
                                                     Accumulator<D>& dv) {
-  const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
+  const int tid = opaque(static_cast<int>(threadIdx.x));  // see common/opaque.cuh
+  const int lane = tid % 32, row0 = 16 * (tid / 32);
   const int valid = block.row_count;
 
   // P = softmax(scale * Q K^T), normalized; rows past the block end are zeroed

@@ -8,6 +8,7 @@
 // and leaves as 16-byte stores that nothing waits for.
 #pragma once
 
+#include "common/opaque.cuh"
 #include "portable/block_rows.cuh"
 #include "portable/softmax.cuh"
 #include "schedule/tile_coords.cuh"
@@ -44,7 +45,8 @@ __device__ __forceinline__ void forward_issue_loads(const KernelParams& p, int t
 template <typename T, int D>
 __device__ __forceinline__ void forward_compute_tile(const KernelParams& p, int tile, T* stage) {
   using Cfg = ForwardConfig<T, D>;
-  const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
+  const int tid = opaque(static_cast<int>(threadIdx.x));  // see common/opaque.cuh
+  const int lane = tid % 32, row0 = 16 * (tid / 32);
   const auto t = ForwardTileCoords::at(p.blocks, p.num_q_heads, p.group_size, tile);
   T* q_tile = stage;
   const T* k_tile = stage + Cfg::kTileElems;

@@ -185,9 +185,9 @@ int device_compute_capability() {
 }
 
 // The portable path everywhere, plus the sm_90 path on compute capability 9.0.
-std::vector<Backend> forward_backends() {
+std::vector<Backend> device_backends() {
   if (device_compute_capability() == 90) return {Backend::kPortable, Backend::kHopper};
-  std::printf("  (sm_90 forward path not tested: device is not compute capability 9.0)\n");
+  std::printf("  (sm_90 path not tested: device is not compute capability 9.0)\n");
   return {Backend::kPortable};
 }
 
@@ -229,7 +229,7 @@ void run_case(const Config& c) {
   // accuracy, untouched rows, determinism.
   std::vector<double> ref_out(q.dense.size());
   reference::forward(ref, q.dense, k.dense, v.dense, ref_out);
-  for (Backend backend : forward_backends()) {
+  for (Backend backend : device_backends()) {
     std::vector<T> outs[2];
     for (auto& host_out : outs) {
       DeviceBuffer<T> out(ql.elems());
@@ -251,36 +251,50 @@ void run_case(const Config& c) {
         << path << " forward not deterministic";
   }
 
-  // Backward, twice.
-  std::vector<T> grads[2][3];
-  for (auto& g : grads) {
-    DeviceBuffer<T> dq(ql.elems()), dk(kl.elems()), dv(kl.elems());
-    dq.poison();
-    dk.poison();
-    dv.poison();
-    const BackwardArgs a =
-        backward_args(forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), nullptr), ql,
-                      kl, ddout.get(), dq.get(), dk.get(), dv.get());
-    const Status s = backward(a, workspace.get(), workspace.bytes(), nullptr);
-    ASSERT_TRUE(s.ok()) << s.message;
-    BA_CHECK_CUDA(cudaDeviceSynchronize());
-    g[0] = dq.download();
-    g[1] = dk.download();
-    g[2] = dv.download();
-  }
+  // Backward on every path, twice each.
   std::vector<double> rdq(q.dense.size()), rdk(k.dense.size()), rdv(v.dense.size());
   reference::backward(ref, q.dense, k.dense, v.dense, dout.dense, rdq, rdk, rdv);
-  const char* names[3] = {"dq", "dk", "dv"};
-  const Layout* layouts[3] = {&ql, &kl, &kl};
-  const std::vector<double>* refs[3] = {&rdq, &rdk, &rdv};
-  for (int i = 0; i < 3; ++i) {
-    const Accuracy ga = compare(grads[0][i], *layouts[i], *refs[i], blocks);
-    std::printf("  %s                rel_l2=%.3e max_abs=%.3e\n", names[i], ga.rel_l2, ga.max_abs);
-    EXPECT_EQ(ga.nonfinite, 0u) << names[i];
-    EXPECT_EQ(ga.clobbered, 0u) << names[i] << ": elements outside every block were written";
-    EXPECT_LE(ga.rel_l2, tolerance(c.dtype)) << names[i];
-    EXPECT_EQ(0, std::memcmp(grads[0][i].data(), grads[1][i].data(), grads[0][i].size() * sizeof(T)))
-        << names[i] << " not deterministic";
+  for (Backend backend : device_backends()) {
+    const char* path = backend == Backend::kHopper ? "hopper" : "portable";
+    auto run = [&](DeviceBuffer<T>& dq, DeviceBuffer<T>& dk, DeviceBuffer<T>& dv) {
+      BackwardArgs a =
+          backward_args(forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), nullptr), ql,
+                        kl, ddout.get(), dq.get(), dk.get(), dv.get());
+      a.options.backend = backend;
+      return backward(a, workspace.get(), workspace.bytes(), nullptr);
+    };
+    if (backend == Backend::kHopper && c.hq != c.hkv) {  // grouped-query backward is portable-only
+      DeviceBuffer<T> dq(ql.elems()), dk(kl.elems()), dv(kl.elems());
+      const Status s = run(dq, dk, dv);
+      EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+      EXPECT_NE(s.message.find("num_q_heads == num_kv_heads"), std::string::npos) << s.message;
+      continue;
+    }
+    std::vector<T> grads[2][3];
+    for (auto& g : grads) {
+      DeviceBuffer<T> dq(ql.elems()), dk(kl.elems()), dv(kl.elems());
+      dq.poison();
+      dk.poison();
+      dv.poison();
+      const Status s = run(dq, dk, dv);
+      ASSERT_TRUE(s.ok()) << s.message;
+      BA_CHECK_CUDA(cudaDeviceSynchronize());
+      g[0] = dq.download();
+      g[1] = dk.download();
+      g[2] = dv.download();
+    }
+    const char* names[3] = {"dq", "dk", "dv"};
+    const Layout* layouts[3] = {&ql, &kl, &kl};
+    const std::vector<double>* refs[3] = {&rdq, &rdk, &rdv};
+    for (int i = 0; i < 3; ++i) {
+      const Accuracy ga = compare(grads[0][i], *layouts[i], *refs[i], blocks);
+      std::printf("  %s (%s) rel_l2=%.3e max_abs=%.3e\n", names[i], path, ga.rel_l2, ga.max_abs);
+      EXPECT_EQ(ga.nonfinite, 0u) << path << " " << names[i];
+      EXPECT_EQ(ga.clobbered, 0u) << path << " " << names[i] << ": elements outside every block were written";
+      EXPECT_LE(ga.rel_l2, tolerance(c.dtype)) << path << " " << names[i];
+      EXPECT_EQ(0, std::memcmp(grads[0][i].data(), grads[1][i].data(), grads[0][i].size() * sizeof(T)))
+          << path << " " << names[i] << " not deterministic";
+    }
   }
 }
 
@@ -418,6 +432,29 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
     EXPECT_EQ(chosen, Backend::kHopper);
   else
     EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+
+  // The backward follows the same rule for head_dim 128; kAuto keeps the
+  // portable backward at head_dim 64 and for grouped-query attention.
+  DeviceBuffer<__nv_bfloat16> grads(3 * 1000 * 2 * 64);
+  BackwardArgs b = backward_args(a, make_layout(1000, 2, 64, false), make_layout(1000, 2, 64, false), t.get(),
+                                 grads.get(), grads.get() + 1000 * 128, grads.get() + 2 * 1000 * 128);
+  ASSERT_TRUE(backward_backend(b, &chosen).ok());
+  EXPECT_EQ(chosen, Backend::kPortable);  // head_dim 64
+  b.options.backend = Backend::kHopper;
+  ASSERT_EQ(backward_backend(b, &chosen).ok(), expected == Backend::kHopper);
+  if (expected == Backend::kHopper) EXPECT_EQ(chosen, Backend::kHopper);
+  b.options.backend = Backend::kAuto;
+  b.shape.head_dim = 128;  // the same buffers viewed as [500, 2, 128]
+  b.shape.total_tokens = 500;
+  for (TensorView* view : {&b.q, &b.k, &b.v, &b.dout, &b.dq, &b.dk, &b.dv}) {
+    view->token_stride = 256;
+    view->head_stride = 128;
+  }
+  ASSERT_TRUE(backward_backend(b, &chosen).ok());
+  EXPECT_EQ(chosen, expected);
+  b.shape.num_kv_heads = 1;
+  ASSERT_TRUE(backward_backend(b, &chosen).ok());
+  EXPECT_EQ(chosen, Backend::kPortable);  // grouped-query
 }
 
 }  // namespace
