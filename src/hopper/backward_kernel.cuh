@@ -42,7 +42,7 @@ struct BackwardConfig {
   static constexpr int kChunkBytes = kBlockSize * kChunkRowBytes;  // 8 KB
   static constexpr int kTileBytes = kChunks * kChunkBytes;         // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
-  static constexpr int kStages = D == 64 ? 6 : 3;                  // 192 KB of tiles either way
+  static constexpr int kStages = D == 64 ? 6 : 3;                     // 192 KB of tiles either way
   static constexpr int kProbTileBytes = kBlockSize * kBlockSize * 2;  // P or dS
   static constexpr int kScratchBytes = 2 * kProbTileBytes;            // per consumer
   static constexpr int kSmemBytes =
@@ -156,8 +156,7 @@ __device__ __forceinline__ void backward_consumer_loop(const BackwardParams& p, 
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<T, kBlockSize>(s_regs, kmajor_desc(q_addr, kk, kBlockSize), kmajor_desc(k_addr, kk, kBlockSize),
-                              kk > 0);
+      wgmma_ss<T, kBlockSize>(s_regs, kmajor_desc(q_addr, kk, kBlockSize), kmajor_desc(k_addr, kk, kBlockSize), kk > 0);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       wgmma_ss<T, kBlockSize>(ds_regs, kmajor_desc(dout_addr, kk, kBlockSize), kmajor_desc(v_addr, kk, kBlockSize),
@@ -185,7 +184,8 @@ __device__ __forceinline__ void backward_consumer_loop(const BackwardParams& p, 
 #pragma unroll
     for (int j = 0; j < kBlockSize / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ds.c[j][e] = s.c[j][e] * (ds.c[j][e] - dot[e >> 1]);
+      for (int e = 0; e < 4; ++e)
+        ds.c[j][e] = s.c[j][e] * (ds.c[j][e] - dot[e >> 1]);
     stage_rows<T, kBlockSize>(s, one, probs_tile, row0, 0, lane);
     stage_rows<T, kBlockSize>(ds, one, dscores_tile, row0, 0, lane);
     OperandA<kBlockSize> ds_op = portable::to_operand<T>(ds);
@@ -204,7 +204,8 @@ __device__ __forceinline__ void backward_consumer_loop(const BackwardParams& p, 
       wgmma_wait<0>();
       fence_registers(dv_regs);
 #pragma unroll
-      for (int kk = 0; kk < kBlockSize / 16; ++kk) fence_registers(pt.a[kk]);
+      for (int kk = 0; kk < kBlockSize / 16; ++kk)
+        fence_registers(pt.a[kk]);
       stage_rows<T, D>(dv, one, v, row0, 0, lane);
       __syncwarp();
       store_staged_rows<T, D>(v, row0, portable::head_rows_out<T>(p.dv, t.block, t.q_head), p.dv.token_stride, valid,
@@ -248,17 +249,15 @@ __device__ __forceinline__ void backward_consumer_loop(const BackwardParams& p, 
       wgmma_wait<0>();
       fence_registers(dk_regs);
 #pragma unroll
-      for (int kk = 0; kk < kBlockSize / 16; ++kk) fence_registers(dst.a[kk]);
+      for (int kk = 0; kk < kBlockSize / 16; ++kk)
+        fence_registers(dst.a[kk]);
       stage_rows<T, D>(dk, scale, k, row0, 0, lane);
       __syncwarp();
       store_staged_rows<T, D>(k, row0, portable::head_rows_out<T>(p.dk, t.block, t.q_head), p.dk.token_stride, valid,
                               lane);
     }
 
-    // Hand the stage back (generic writes before the producer's next TMA).
-    fence_async_shared();
-    __syncwarp();
-    if (lane == 0) sm.empty[stage].arrive();
+    release_stage(sm.empty[stage], lane);
   }
 }
 
@@ -266,26 +265,12 @@ template <typename T, int D>
 __global__ void __launch_bounds__(BackwardConfig<T, D>::kThreads, 1)
     backward_kernel(const __grid_constant__ BackwardParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = BackwardConfig<T, D>;
   extern __shared__ unsigned char smem_raw[];
   const BackwardSmem<T, D> sm(smem_raw);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      sm.full[s].init(1);
-      sm.empty[s].init(4);  // one arrival per warp of the owning consumer
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();
   const int num_tiles = *p.block_count * p.num_heads;
-  const int warpgroup = threadIdx.x / 128;
-  if (warpgroup == 0) {
-    set_max_registers_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0) backward_producer_loop<T, D>(p, sm, num_tiles);
-  } else {
-    set_max_registers_inc<Cfg::kConsumerRegs>();
-    backward_consumer_loop<T, D>(p, sm, num_tiles, warpgroup - 1);
-  }
+  run_warp_specialized<BackwardConfig<T, D>>(
+      sm.full, sm.empty, [&] { backward_producer_loop<T, D>(p, sm, num_tiles); },
+      [&](int consumer) { backward_consumer_loop<T, D>(p, sm, num_tiles, consumer); });
 #else
   __trap();  // built for another architecture; the host never launches it there
 #endif

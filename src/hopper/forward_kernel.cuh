@@ -64,7 +64,6 @@ struct ForwardSmem {
 
 using schedule::ForwardTileCoords;
 
-
 template <typename T, int D>
 __device__ __forceinline__ void producer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles) {
   using Cfg = ForwardConfig<T, D>;
@@ -89,7 +88,8 @@ __device__ __forceinline__ void producer_loop(const ForwardParams& p, const Forw
 }
 
 template <typename T, int D>
-__device__ __forceinline__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles, int consumer) {
+__device__ __forceinline__ void consumer_loop(const ForwardParams& p, const ForwardSmem<T, D>& sm, int num_tiles,
+                                              int consumer) {
   using Cfg = ForwardConfig<T, D>;
   const int tid = threadIdx.x - 128 * (1 + consumer);
   const int lane = tid % 32, row0 = 16 * (tid / 32);
@@ -149,11 +149,7 @@ __device__ __forceinline__ void consumer_loop(const ForwardParams& p, const Forw
     __syncwarp();
     store_staged_rows<T, D>(q_tile, row0, portable::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
                             valid, lane);
-    // Hand the stage back: generic writes (O staging, V zeroing) must be
-    // ordered before the producer's next TMA writes to it.
-    fence_async_shared();
-    __syncwarp();
-    if (lane == 0) sm.empty[stage].arrive();
+    release_stage(sm.empty[stage], lane);
   }
 }
 
@@ -161,26 +157,12 @@ template <typename T, int D>
 __global__ void __launch_bounds__(ForwardConfig<T, D>::kThreads, 1)
     forward_kernel(const __grid_constant__ ForwardParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = ForwardConfig<T, D>;
   extern __shared__ unsigned char smem_raw[];
   const ForwardSmem<T, D> sm(smem_raw);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      sm.full[s].init(1);
-      sm.empty[s].init(4);  // one arrival per warp of the owning consumer
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();
   const int num_tiles = *p.block_count * p.num_q_heads;
-  const int warpgroup = threadIdx.x / 128;
-  if (warpgroup == 0) {
-    set_max_registers_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0) producer_loop<T, D>(p, sm, num_tiles);
-  } else {
-    set_max_registers_inc<Cfg::kConsumerRegs>();
-    consumer_loop<T, D>(p, sm, num_tiles, warpgroup - 1);
-  }
+  run_warp_specialized<ForwardConfig<T, D>>(
+      sm.full, sm.empty, [&] { producer_loop<T, D>(p, sm, num_tiles); },
+      [&](int consumer) { consumer_loop<T, D>(p, sm, num_tiles, consumer); });
 #else
   __trap();  // built for another architecture; the host never launches it there
 #endif

@@ -64,4 +64,39 @@ __device__ __forceinline__ void set_max_registers_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
+// The frame of a warp-specialized persistent kernel over a ring of
+// Cfg::kStages stages: initializes the ring's barriers (a stage is released by
+// one arrival from each of the 4 warps of the consumer that read it), then runs
+// `producer()` on thread 0 and `consumer(c)` on warpgroup 1 + c, each role with
+// its register budget (setmaxnreg: one role per branch).
+template <typename Cfg, typename Producer, typename Consumer>
+__device__ __forceinline__ void run_warp_specialized(Barrier* full, Barrier* empty, Producer&& producer,
+                                                     Consumer&& consumer) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      full[s].init(1);
+      empty[s].init(4);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    set_max_registers_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) producer();
+  } else {
+    set_max_registers_inc<Cfg::kConsumerRegs>();
+    consumer(warpgroup - 1);
+  }
+}
+
+// A consumer warp hands its stage back to the producer: its generic-proxy
+// writes to the stage (zeroed tails, staged outputs) are ordered before the
+// producer's next TMA writes to it.
+__device__ __forceinline__ void release_stage(Barrier& empty, int lane) {
+  fence_async_shared();
+  __syncwarp();
+  if (lane == 0) empty.arrive();
+}
+
 }  // namespace blockattn::hopper

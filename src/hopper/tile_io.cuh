@@ -44,8 +44,8 @@ __device__ __forceinline__ void stage_rows(const portable::Accumulator<kN>& acc,
 // Stores a warp's 16 staged rows [row0, row0 + 16) to `dst` (rows
 // `row_stride` apart) with 16-byte stores, skipping rows at or past valid_rows.
 template <typename T, int D>
-__device__ __forceinline__ void store_staged_rows(const T* tile, int row0, T* dst, int64_t row_stride,
-                                                  int valid_rows, int lane) {
+__device__ __forceinline__ void store_staged_rows(const T* tile, int row0, T* dst, int64_t row_stride, int valid_rows,
+                                                  int lane) {
 #pragma unroll
   for (int round = 0; round < D / 16; ++round) {  // 16 rows x D/8 units over 32 lanes
     const int u = round * 32 + lane;
