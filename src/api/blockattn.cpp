@@ -111,7 +111,8 @@ bool encode_map(CUtensorMap* map, const TensorView& t, const Shape& s, int heads
 Status select_hopper_forward(const ForwardArgs& a, const KernelParams& p, bool* use, hopper::ForwardParams* hp) {
   const Shape& s = a.shape;
   auto encode = [&](const char** error) {
-    return encode_map(&hp->q_map, a.q, s, s.num_q_heads, error) && encode_map(&hp->k_map, a.k, s, s.num_kv_heads, error) &&
+    return encode_map(&hp->q_map, a.q, s, s.num_q_heads, error) &&
+           encode_map(&hp->k_map, a.k, s, s.num_kv_heads, error) &&
            encode_map(&hp->v_map, a.v, s, s.num_kv_heads, error);
   };
   if (Status st = select_hopper(a.options.backend, encode, use); !st.ok() || !*use) return st;
@@ -137,7 +138,8 @@ Status select_hopper_backward(const BackwardArgs& a, const KernelParams& p, bool
       *error = "its backward supports num_q_heads == num_kv_heads only (grouped-query attention runs on kPortable)";
       return false;
     }
-    return encode_map(&hp->q_map, a.q, s, s.num_q_heads, error) && encode_map(&hp->k_map, a.k, s, s.num_kv_heads, error) &&
+    return encode_map(&hp->q_map, a.q, s, s.num_q_heads, error) &&
+           encode_map(&hp->k_map, a.k, s, s.num_kv_heads, error) &&
            encode_map(&hp->v_map, a.v, s, s.num_kv_heads, error) &&
            encode_map(&hp->dout_map, a.dout, s, s.num_q_heads, error);
   };
@@ -153,40 +155,45 @@ Status select_hopper_backward(const BackwardArgs& a, const KernelParams& p, bool
   return Status::Ok();
 }
 
+// What every launch does once its path is chosen: size the persistent grid,
+// enqueue the block schedule, then `launch(num_ctas)`.
+template <typename Launch>
+Status launch_persistent(const Shape& s, const int32_t* offsets, int heads_per_block, int ctas_per_sm, void* workspace,
+                         cudaStream_t stream, const char* what, Launch&& launch) {
+  const int64_t max_tiles = schedule::max_blocks(s.num_seqs, s.total_tokens) * heads_per_block;
+  int num_ctas = 0;
+  if (Status st = persistent_grid(ctas_per_sm, max_tiles, &num_ctas); !st.ok()) return st;
+  if (Status st = build_schedule(s, offsets, workspace, stream); !st.ok()) return st;
+  return cuda_status(launch(num_ctas), what);
+}
+
 template <typename T, int D>
 struct ForwardLaunch {
   static Status run(const ForwardArgs& a, const KernelParams& p, void* workspace, cudaStream_t stream) {
-    const Shape& s = a.shape;
-    const int64_t max_tiles = schedule::max_blocks(s.num_seqs, s.total_tokens) * s.num_q_heads;
     bool hopper_path = false;
     hopper::ForwardParams hp;
     if (Status st = select_hopper_forward(a, p, &hopper_path, &hp); !st.ok()) return st;
     const int ctas_per_sm = hopper_path ? hopper::forward_ctas_per_sm<T, D>() : portable::forward_ctas_per_sm<T, D>();
-    int num_ctas = 0;
-    if (Status st = persistent_grid(ctas_per_sm, max_tiles, &num_ctas); !st.ok()) return st;
-    if (Status st = build_schedule(s, a.offsets, workspace, stream); !st.ok()) return st;
-    const cudaError_t err = hopper_path ? hopper::launch_forward<T, D>(hp, num_ctas, stream)
-                                        : portable::launch_forward<T, D>(p, num_ctas, stream);
-    return cuda_status(err, "launching the forward kernel");
+    return launch_persistent(a.shape, a.offsets, a.shape.num_q_heads, ctas_per_sm, workspace, stream,
+                             "launching the forward kernel", [&](int num_ctas) {
+                               return hopper_path ? hopper::launch_forward<T, D>(hp, num_ctas, stream)
+                                                  : portable::launch_forward<T, D>(p, num_ctas, stream);
+                             });
   }
 };
 
 template <typename T, int D>
 struct BackwardLaunch {
   static Status run(const BackwardArgs& a, const KernelParams& p, void* workspace, cudaStream_t stream) {
-    const Shape& s = a.shape;
-    const int64_t max_tiles = schedule::max_blocks(s.num_seqs, s.total_tokens) * s.num_kv_heads;
     bool hopper_path = false;
     hopper::BackwardParams hp;
     if (Status st = select_hopper_backward(a, p, &hopper_path, &hp); !st.ok()) return st;
-    const int ctas_per_sm =
-        hopper_path ? hopper::backward_ctas_per_sm<T, D>() : portable::backward_ctas_per_sm<T, D>();
-    int num_ctas = 0;
-    if (Status st = persistent_grid(ctas_per_sm, max_tiles, &num_ctas); !st.ok()) return st;
-    if (Status st = build_schedule(s, a.offsets, workspace, stream); !st.ok()) return st;
-    const cudaError_t err = hopper_path ? hopper::launch_backward<T, D>(hp, num_ctas, stream)
-                                        : portable::launch_backward<T, D>(p, num_ctas, stream);
-    return cuda_status(err, "launching the backward kernel");
+    const int ctas_per_sm = hopper_path ? hopper::backward_ctas_per_sm<T, D>() : portable::backward_ctas_per_sm<T, D>();
+    return launch_persistent(a.shape, a.offsets, a.shape.num_kv_heads, ctas_per_sm, workspace, stream,
+                             "launching the backward kernel", [&](int num_ctas) {
+                               return hopper_path ? hopper::launch_backward<T, D>(hp, num_ctas, stream)
+                                                  : portable::launch_backward<T, D>(p, num_ctas, stream);
+                             });
   }
 };
 

@@ -127,19 +127,25 @@ Status check_workspace(const Shape& s, const void* workspace, size_t bytes) {
     if (!status_.ok()) return status_;  \
   } while (0)
 
+// Shape and options, then every input and output view, then the overlap rule.
+template <size_t kIns, size_t kOuts>
+Status check_views(const Shape& s, const int32_t* offsets, const Options& options, const NamedView (&ins)[kIns],
+                   const NamedView (&outs)[kOuts]) {
+  BLOCKATTN_RETURN_IF_ERROR(check_shape(s, offsets, options));
+  for (const NamedView& t : ins)
+    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, s.total_tokens, t.heads, s.head_dim, false));
+  for (const NamedView& t : outs)
+    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, s.total_tokens, t.heads, s.head_dim, true));
+  return check_no_overlap(s, outs, static_cast<int>(kOuts), ins, static_cast<int>(kIns));
+}
+
 }  // namespace
 
 Status validate_forward_tensors(const ForwardArgs& a) {
   const Shape& s = a.shape;
-  BLOCKATTN_RETURN_IF_ERROR(check_shape(s, a.offsets, a.options));
-  const int64_t T = s.total_tokens;
   const NamedView ins[] = {{"q", &a.q, s.num_q_heads}, {"k", &a.k, s.num_kv_heads}, {"v", &a.v, s.num_kv_heads}};
   const NamedView outs[] = {{"out", &a.out, s.num_q_heads}};
-  for (const NamedView& t : ins)
-    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
-  for (const NamedView& t : outs)
-    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
-  return check_no_overlap(s, outs, 1, ins, 3);
+  return check_views(s, a.offsets, a.options, ins, outs);
 }
 
 Status validate_forward(const ForwardArgs& a, const void* workspace, size_t workspace_bytes) {
@@ -149,18 +155,12 @@ Status validate_forward(const ForwardArgs& a, const void* workspace, size_t work
 
 Status validate_backward_tensors(const BackwardArgs& a) {
   const Shape& s = a.shape;
-  BLOCKATTN_RETURN_IF_ERROR(check_shape(s, a.offsets, a.options));
-  const int64_t T = s.total_tokens;
   const NamedView ins[] = {{"q", &a.q, s.num_q_heads},
                            {"k", &a.k, s.num_kv_heads},
                            {"v", &a.v, s.num_kv_heads},
                            {"dout", &a.dout, s.num_q_heads}};
   const NamedView outs[] = {{"dq", &a.dq, s.num_q_heads}, {"dk", &a.dk, s.num_kv_heads}, {"dv", &a.dv, s.num_kv_heads}};
-  for (const NamedView& t : ins)
-    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, false));
-  for (const NamedView& t : outs)
-    BLOCKATTN_RETURN_IF_ERROR(check_tensor(t.name, *t.view, T, t.heads, s.head_dim, true));
-  return check_no_overlap(s, outs, 3, ins, 4);
+  return check_views(s, a.offsets, a.options, ins, outs);
 }
 
 Status validate_backward(const BackwardArgs& a, const void* workspace, size_t workspace_bytes) {
