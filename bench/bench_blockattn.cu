@@ -1,5 +1,5 @@
 // Benchmark of block-diagonal jagged attention on the workloads of
-// shared/workloads.md: forward and backward time (CUDA events, warm-up, median),
+// docs/workloads.md (support/workloads.h): forward and backward time (CUDA events, warm-up, median),
 // effective bandwidth, % of a device-to-device copy measured in the same run,
 // and TFLOP/s. Each workload is spot-checked against the fp64 CPU reference
 // before it is timed.
@@ -16,37 +16,16 @@
 #include <vector>
 
 #include "blockattn/blockattn.h"
-#include "common/device_buffer.h"
-#include "common/jagged_batch.h"
 #include "reference/reference.h"
+#include "support/device_buffer.h"
+#include "support/jagged_batch.h"
+#include "support/workloads.h"
 
 namespace {
 
 using namespace blockattn;
 using namespace blockattn::testing;
 using bf16 = __nv_bfloat16;
-
-struct Workload {
-  std::string name;
-  int num_seqs, heads, head_dim, max_len;
-  double fill;
-};
-
-std::vector<Workload> headline_workloads() {
-  return {{"headline-d128", 1152, 4, 128, 2048, 0.7}, {"headline-d64", 1152, 8, 64, 2048, 0.7}};
-}
-
-std::vector<Workload> sweep_workloads() {
-  std::vector<Workload> w;
-  for (int d : {128, 64})
-    for (int max_len : {256, 512, 1024, 2048})
-      for (double fill : {0.5, 0.7, 1.0}) {
-        char name[64];
-        std::snprintf(name, sizeof(name), "sweep-d%d-L%d-f%.1f", d, max_len, fill);
-        w.push_back({name, 1152, d == 128 ? 4 : 8, d, max_len, fill});
-      }
-  return w;
-}
 
 // Deterministic pseudo-random N(0,1)-ish values (sum of 4 uniforms, centred
 // and scaled), generated on the device: the headline tensors are ~1.7 GB each.
@@ -135,12 +114,12 @@ double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& bloc
   double worst = 0;
   for (int trial = 0; trial < 8; ++trial) {
     const auto b = trial == 0 ? blocks.back() : blocks[pick(rng)];  // include a partial last block
-    const int h = trial % w.heads;
+    const int h = trial % w.num_q_heads;
     reference::Problem p;
     p.total_tokens = b.row_count;
     p.head_dim = w.head_dim;
     p.offsets = {0, b.row_count};
-    auto get = [&](const DeviceBuffer<bf16>& x) { return block_rows(x, b, w.heads, h, w.head_dim); };
+    auto get = [&](const DeviceBuffer<bf16>& x) { return block_rows(x, b, w.num_q_heads, h, w.head_dim); };
     const auto q = get(t.q), k = get(t.k), v = get(t.v), dout = get(t.dout);
     std::vector<double> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
     reference::forward(p, q, k, v, out);
@@ -158,10 +137,10 @@ struct Result {
 };
 
 Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
-  const auto lengths = workload_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
+  const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   const auto offsets = offsets_from_lengths(lengths);
   const int64_t T = offsets.back();
-  const size_t n = static_cast<size_t>(T) * w.heads * w.head_dim;
+  const size_t n = static_cast<size_t>(T) * w.num_q_heads * w.head_dim;  // Hq == Hkv
 
   Tensors t(n);
   randomize(t.q, 1);
@@ -172,8 +151,8 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   d_offsets.upload(offsets);
   DeviceBuffer<unsigned char> ws(workspace_size(w.num_seqs, T));
 
-  const Shape shape{w.num_seqs, T, w.heads, w.heads, w.head_dim, DType::kBF16};
-  const int64_t row = int64_t{w.heads} * w.head_dim;
+  const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, DType::kBF16};
+  const int64_t row = int64_t{w.num_q_heads} * w.head_dim;
   ForwardArgs fa;
   fa.shape = shape;
   fa.offsets = d_offsets.get();
@@ -183,16 +162,11 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   fa.out = {t.out.get(), row, w.head_dim};
   fa.options.backend = backend;
   BackwardArgs ba;
-  ba.shape = shape;
-  ba.offsets = fa.offsets;
-  ba.q = fa.q;
-  ba.k = fa.k;
-  ba.v = fa.v;
+  static_cast<AttentionInputs&>(ba) = fa;
   ba.dout = {t.dout.get(), row, w.head_dim};
   ba.dq = {t.dq.get(), row, w.head_dim};
   ba.dk = {t.dk.get(), row, w.head_dim};
   ba.dv = {t.dv.get(), row, w.head_dim};
-  ba.options.backend = backend;
 
   auto check = [](const Status& s) {
     if (!s.ok()) {
@@ -218,7 +192,7 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   double sum_sq = 0;  // sum over blocks of len^2
   for (const auto& b : blocks)
     sum_sq += double(b.row_count) * b.row_count;
-  const double fwd_flops = 4.0 * w.heads * w.head_dim * sum_sq;
+  const double fwd_flops = 4.0 * w.num_q_heads * w.head_dim * sum_sq;
   r.fwd_tflops = fwd_flops / (r.fwd_ms * 1e-3) / 1e12;
   r.bwd_tflops = 2.5 * fwd_flops / (r.bwd_ms * 1e-3) / 1e12;
   return r;
@@ -238,7 +212,7 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
                  "\"fill\": %.2f, \"tokens\": %lld, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_floor_ms\": %.4f, "
                  "\"bwd_floor_ms\": %.4f, \"fwd_pct_copy\": %.2f, \"bwd_pct_copy\": %.2f, \"fwd_tflops\": %.2f, "
                  "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e}%s\n",
-                 r.w.name.c_str(), r.w.num_seqs, r.w.heads, r.w.head_dim, r.w.max_len, r.w.fill,
+                 r.w.name.c_str(), r.w.num_seqs, r.w.num_q_heads, r.w.head_dim, r.w.max_len, r.w.fill,
                  static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_floor_ms, r.bwd_floor_ms,
                  100 * r.fwd_floor_ms / r.fwd_ms, 100 * r.bwd_floor_ms / r.bwd_ms, r.fwd_tflops, r.bwd_tflops,
                  r.max_rel_err, i + 1 < results.size() ? "," : "");
@@ -268,12 +242,19 @@ int main(int argc, char** argv) {
       workloads.insert(workloads.end(), s.begin(), s.end());
     } else if (a == "--workloads") {
       const std::string names = value();
-      std::vector<Workload> all = headline_workloads(), chosen;
-      const auto s = sweep_workloads();
-      all.insert(all.end(), s.begin(), s.end());
-      for (const auto& w : all)
-        if (("," + names + ",").find("," + w.name + ",") != std::string::npos) chosen.push_back(w);
-      workloads = chosen;
+      const std::vector<Workload> all = all_workloads();
+      workloads.clear();
+      for (size_t begin = 0; begin <= names.size();) {
+        const size_t end = std::min(names.find(',', begin), names.size());
+        const std::string name = names.substr(begin, end - begin);
+        const Workload* w = find_workload(all, name);
+        if (w == nullptr) {
+          std::fprintf(stderr, "unknown workload '%s' (docs/workloads.md lists them)\n", name.c_str());
+          return 2;
+        }
+        workloads.push_back(*w);
+        begin = end + 1;
+      }
     } else if (a == "--reps") {
       reps = std::max(20, std::atoi(value().c_str()));
     } else if (a == "--json") {

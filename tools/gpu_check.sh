@@ -51,8 +51,8 @@ if want sanitize; then
   filter='*Malformed*:ScheduleKernel*:Dispatch*:*KernelTest*d64_hq4_hkv1*'
   compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/memcheck.log" 2>&1
   note memcheck "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
-  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_hopper >>"$OUT/memcheck.log" 2>&1
-  note memcheck "hopper primitives rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_sm90 >>"$OUT/memcheck.log" 2>&1
+  note memcheck "sm90 primitives rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
   compute-sanitizer --tool racecheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/racecheck.log" 2>&1
   note racecheck "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
 fi

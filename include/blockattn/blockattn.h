@@ -3,11 +3,15 @@
 // Semantics (see docs/semantics.md for the full contract):
 //   q is [T, Hq, D], k and v are [T, Hkv, D], Hq a multiple of Hkv.
 //   offsets is int32 [B + 1] on the device: sequence b is tokens
-//   [offsets[b], offsets[b+1]). Each sequence is cut into blocks of kBlockSize
-//   tokens starting at its first token (the last block may be shorter); a query
-//   attends to exactly the keys of its own block:
+//   [offsets[b], offsets[b+1]). Each sequence is cut into blocks of
+//   Shape::block_size tokens starting at its first token (the last block may be
+//   shorter); a query attends to exactly the keys of its own block:
 //     out[i] = softmax(scale * q_i . K_blk^T) . V_blk,  scale = 1/sqrt(D) by default.
 //   Accumulation and softmax are fp32; tensors are bf16 or fp16.
+//
+// Which head dims and block sizes a build serves is a table, not a rule:
+// supported_configs() lists it, and a request outside it fails with a message
+// naming what was asked and what exists.
 //
 // Every entry point validates its arguments on the host without touching device
 // memory, launches nothing when they are invalid, never synchronizes the host
@@ -28,21 +32,26 @@
 
 namespace blockattn {
 
-// Tokens per attention block. The kernels are written against this constant.
-inline constexpr int kBlockSize = 64;
+// Tokens per attention block when Shape::block_size is left at its default.
+inline constexpr int kDefaultBlockSize = 64;
+
+// Tensor data pointers must be aligned to this many bytes, and token and head
+// strides must be multiples of it (in bytes): rows move in 16-byte vectors.
+inline constexpr int kTensorAlignmentBytes = 16;
 
 enum class DType { kBF16 = 0, kFP16 = 1 };
 
+enum class Operation { kForward = 0, kBackward = 1 };
+
 // Which implementation runs (forward and backward alike).
-//   kAuto:     the sm_90 path (TMA, wgmma) on compute capability 9.0 when the
-//              tensors' layout allows TMA, else the portable path; the backward
-//              takes the sm_90 path only for head_dim 128 without grouped
-//              queries (where it measured fastest). The
-//              environment variable BLOCKATTN_FORCE_PORTABLE=1 turns kAuto into
-//              kPortable (for tests and comparisons).
+//   kAuto:     the first implementation, in the order kHopper, kPortable, that
+//              supports the call and whose table row is marked for automatic
+//              use (supported_configs()). The environment variable
+//              BLOCKATTN_FORCE_PORTABLE set to anything but "" or "0" turns
+//              kAuto into kPortable (for tests and comparisons).
 //   kPortable: the sm_80+ path (mma.sync), on any supported GPU.
-//   kHopper:   the sm_90 path; kUnsupported where it cannot run (TMA-incompatible
-//              strides, or a grouped-query backward).
+//   kHopper:   the sm_90a path (TMA, wgmma); kUnsupported, with the reason,
+//              where it cannot run the call.
 enum class Backend { kAuto = 0, kPortable = 1, kHopper = 2 };
 
 enum class StatusCode {
@@ -62,21 +71,21 @@ struct Status {
 
 // A [T, H, D] tensor view: element (t, h, d) lives at
 // data + t * token_stride + h * head_stride + d. Strides are in elements; the
-// last dimension is contiguous.
+// last dimension is contiguous. The kernels read this struct as it is.
 struct TensorView {
   void* data = nullptr;
   int64_t token_stride = 0;
   int64_t head_stride = 0;
 };
 
-// Sizes shared by forward and backward.
 struct Shape {
   int64_t num_seqs = 0;      // B
   int64_t total_tokens = 0;  // T
   int num_q_heads = 0;       // Hq
   int num_kv_heads = 0;      // Hkv
-  int head_dim = 0;          // D: 64 or 128
+  int head_dim = 0;          // D: one of supported_configs()' head dims
   DType dtype = DType::kBF16;
+  int block_size = kDefaultBlockSize;  // tokens per attention block
 };
 
 struct Options {
@@ -85,42 +94,57 @@ struct Options {
   Backend backend = Backend::kAuto;
 };
 
-struct ForwardArgs {
+// What forward and backward both take.
+struct AttentionInputs {
   Shape shape;
   const int32_t* offsets = nullptr;  // device, [num_seqs + 1]
-  TensorView q, k, v;                // inputs
-  TensorView out;                    // output, [T, Hq, D]
+  TensorView q, k, v;
   Options options;
 };
 
-struct BackwardArgs {
-  Shape shape;
-  const int32_t* offsets = nullptr;  // device, [num_seqs + 1]
-  TensorView q, k, v, dout;          // inputs (dout is [T, Hq, D])
-  TensorView dq, dk, dv;             // outputs; dk and dv sum over each KV group
-  Options options;
+struct ForwardArgs : AttentionInputs {
+  TensorView out;  // [T, Hq, D]
 };
+
+struct BackwardArgs : AttentionInputs {
+  TensorView dout;        // input, [T, Hq, D]
+  TensorView dq, dk, dv;  // outputs; dk and dv sum over each KV group
+};
+
+// One row of the table of kernels this build contains.
+struct KernelConfig {
+  Backend backend;  // kPortable or kHopper
+  Operation operation;
+  DType dtype;
+  int head_dim;
+  int block_size;
+  bool automatic;  // whether kAuto may choose it (false where another path measured faster)
+};
+
+// The table; `*count` receives its length. The storage is static.
+BLOCKATTN_API const KernelConfig* supported_configs(size_t* count);
 
 // Bytes of device scratch that forward/backward need for this many sequences
-// and tokens (the on-device block schedule). Pass at least this much.
+// and tokens (the on-device block schedule), at any supported block size.
 BLOCKATTN_API size_t workspace_size(int64_t num_seqs, int64_t total_tokens);
 
 // out = attention(q, k, v). Runs on the current device, asynchronously on
 // `stream`, which must belong to that device.
 BLOCKATTN_API Status forward(const ForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
-// Which implementation forward() would run for these arguments on the current
-// device (kPortable or kHopper), after the same validation; launches nothing.
-BLOCKATTN_API Status forward_backend(const ForwardArgs& args, Backend* chosen);
-
-// The same for backward().
-BLOCKATTN_API Status backward_backend(const BackwardArgs& args, Backend* chosen);
-
 // dq, dk, dv of the forward above given dout. A single kernel: it recomputes the
 // probabilities, needs neither the forward output nor its logsumexp, and is
 // deterministic (no atomics).
 BLOCKATTN_API Status backward(const BackwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+// Which implementation forward()/backward() would run for these arguments on
+// the current device (kPortable or kHopper), after the same validation;
+// launches nothing.
+BLOCKATTN_API Status forward_backend(const ForwardArgs& args, Backend* chosen);
+BLOCKATTN_API Status backward_backend(const BackwardArgs& args, Backend* chosen);
+
 BLOCKATTN_API const char* dtype_name(DType dtype);
+BLOCKATTN_API const char* backend_name(Backend backend);
+BLOCKATTN_API const char* operation_name(Operation operation);
 
 }  // namespace blockattn

@@ -1,10 +1,16 @@
-/* blockattn C ABI: the same calls as blockattn.h, for language bindings
- * (the Python package loads it through ctypes).
+/* blockattn C ABI: the calls of blockattn.h for language bindings (the Python
+ * package loads it through ctypes).
  *
  * Every function returns a blockattn_status (0 on success). On failure,
  * blockattn_last_error() returns a message naming the offending argument; the
  * message belongs to the calling thread and stays valid until its next call.
- * Tensor strides are in elements; `stream` is a cudaStream_t (0 = legacy). */
+ * Tensor strides are in elements; `stream` is a cudaStream_t (0 = legacy).
+ *
+ * Versioning: a call takes one blockattn_args struct whose first field is its
+ * size as the caller compiled it. New inputs are appended at the end in later
+ * versions; the library reads only the first struct_size bytes and gives every
+ * field past them its default (zero), so a caller built against an older
+ * header keeps working. Initialize with BLOCKATTN_ARGS_INIT. */
 #ifndef BLOCKATTN_C_H_
 #define BLOCKATTN_C_H_
 
@@ -15,7 +21,7 @@
 extern "C" {
 #endif
 
-#define BLOCKATTN_C_ABI_VERSION 1
+#define BLOCKATTN_C_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define BLOCKATTN_C_API __attribute__((visibility("default")))
@@ -31,6 +37,7 @@ enum {
 };
 enum { BLOCKATTN_BF16 = 0, BLOCKATTN_FP16 = 1 };
 enum { BLOCKATTN_BACKEND_AUTO = 0, BLOCKATTN_BACKEND_PORTABLE = 1, BLOCKATTN_BACKEND_HOPPER = 2 };
+enum { BLOCKATTN_FORWARD = 0, BLOCKATTN_BACKWARD = 1 };
 
 typedef int blockattn_status;
 
@@ -40,32 +47,54 @@ typedef struct {
   int64_t head_stride;
 } blockattn_tensor;
 
+/* Version 2. Fields a call does not use (out in a backward, dout/dq/dk/dv in a
+ * forward) are ignored. */
 typedef struct {
+  size_t struct_size; /* sizeof(blockattn_args) as the caller compiled it */
   int64_t num_seqs;
   int64_t total_tokens;
   int32_t num_q_heads;
   int32_t num_kv_heads;
   int32_t head_dim;
   int32_t dtype;       /* BLOCKATTN_BF16 or BLOCKATTN_FP16 */
+  int32_t block_size;  /* tokens per attention block; 0 = the default (64) */
   float softmax_scale; /* 0 = 1/sqrt(head_dim) */
   int32_t backend;     /* BLOCKATTN_BACKEND_* */
-} blockattn_problem;
+  const int32_t* offsets; /* device, [num_seqs + 1] */
+  blockattn_tensor q, k, v;
+  blockattn_tensor out;
+  blockattn_tensor dout, dq, dk, dv;
+  void* workspace;
+  size_t workspace_bytes;
+  void* stream;
+} blockattn_args;
+
+#define BLOCKATTN_ARGS_INIT {sizeof(blockattn_args)}
+
+/* One row of the kernel table (blockattn::KernelConfig). */
+typedef struct {
+  int32_t backend; /* BLOCKATTN_BACKEND_PORTABLE or _HOPPER */
+  int32_t operation;
+  int32_t dtype;
+  int32_t head_dim;
+  int32_t block_size;
+  int32_t automatic;
+} blockattn_config;
 
 BLOCKATTN_C_API int blockattn_abi_version(void);
 BLOCKATTN_C_API const char* blockattn_last_error(void);
 
 BLOCKATTN_C_API size_t blockattn_workspace_size(int64_t num_seqs, int64_t total_tokens);
+BLOCKATTN_C_API int32_t blockattn_tensor_alignment_bytes(void);
+BLOCKATTN_C_API int32_t blockattn_default_block_size(void);
+BLOCKATTN_C_API size_t blockattn_config_count(void);
+BLOCKATTN_C_API blockattn_status blockattn_config_at(size_t index, blockattn_config* config);
 
-BLOCKATTN_C_API blockattn_status blockattn_forward(const blockattn_problem* problem, const int32_t* offsets,
-                                                   blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                                   blockattn_tensor out, void* workspace, size_t workspace_bytes,
-                                                   void* stream);
-
-BLOCKATTN_C_API blockattn_status blockattn_backward(const blockattn_problem* problem, const int32_t* offsets,
-                                                    blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                                    blockattn_tensor dout, blockattn_tensor dq, blockattn_tensor dk,
-                                                    blockattn_tensor dv, void* workspace, size_t workspace_bytes,
-                                                    void* stream);
+BLOCKATTN_C_API blockattn_status blockattn_forward(const blockattn_args* args);
+BLOCKATTN_C_API blockattn_status blockattn_backward(const blockattn_args* args);
+/* The backend (BLOCKATTN_BACKEND_PORTABLE or _HOPPER) the call would run. */
+BLOCKATTN_C_API blockattn_status blockattn_forward_backend(const blockattn_args* args, int32_t* chosen);
+BLOCKATTN_C_API blockattn_status blockattn_backward_backend(const blockattn_args* args, int32_t* chosen);
 
 #ifdef __cplusplus
 }

@@ -7,10 +7,18 @@ is looked up) and registers the `blockattn::block_attention_fwd` and
 `blockattn::block_attention_bwd` custom ops.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from blockattn._lib import LIBRARY_PATH as library_path
-from blockattn.ops import block_attention
+from blockattn.ops import BLOCK_SIZE, SUPPORTED_HEAD_DIMS, block_attention, supported_configs
 from blockattn.reference import block_attention_reference
 
-__all__ = ["block_attention", "block_attention_reference", "library_path", "__version__"]
+__all__ = [
+    "BLOCK_SIZE",
+    "SUPPORTED_HEAD_DIMS",
+    "block_attention",
+    "block_attention_reference",
+    "library_path",
+    "supported_configs",
+    "__version__",
+]

@@ -9,17 +9,20 @@ import ctypes
 import os
 from pathlib import Path
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 LIBRARY_NAME = "libblockattn.so"
 
 # blockattn_status values.
 OK = 0
 STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "UNSUPPORTED", 3: "CUDA_ERROR"}
 
-# blockattn_problem.dtype and .backend values.
+# blockattn_args.dtype and .backend values, blockattn_config.operation values.
 DTYPE_BF16 = 0
 DTYPE_FP16 = 1
 BACKEND_AUTO = 0
+BACKEND_NAMES = {0: "auto", 1: "portable", 2: "hopper"}
+DTYPE_NAMES = {DTYPE_BF16: "bf16", DTYPE_FP16: "fp16"}
+OPERATION_NAMES = {0: "forward", 1: "backward"}
 
 
 class TensorView(ctypes.Structure):
@@ -32,18 +35,48 @@ class TensorView(ctypes.Structure):
     ]
 
 
-class Problem(ctypes.Structure):
-    """blockattn_problem."""
+class Args(ctypes.Structure):
+    """blockattn_args (version 2); struct_size is set by the constructor."""
 
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("num_seqs", ctypes.c_int64),
         ("total_tokens", ctypes.c_int64),
         ("num_q_heads", ctypes.c_int32),
         ("num_kv_heads", ctypes.c_int32),
         ("head_dim", ctypes.c_int32),
         ("dtype", ctypes.c_int32),
+        ("block_size", ctypes.c_int32),
         ("softmax_scale", ctypes.c_float),
         ("backend", ctypes.c_int32),
+        ("offsets", ctypes.c_void_p),
+        ("q", TensorView),
+        ("k", TensorView),
+        ("v", TensorView),
+        ("out", TensorView),
+        ("dout", TensorView),
+        ("dq", TensorView),
+        ("dk", TensorView),
+        ("dv", TensorView),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+        ("stream", ctypes.c_void_p),
+    ]
+
+    def __init__(self, **fields):
+        super().__init__(struct_size=ctypes.sizeof(Args), **fields)
+
+
+class Config(ctypes.Structure):
+    """blockattn_config: one row of the library's kernel table."""
+
+    _fields_ = [
+        ("backend", ctypes.c_int32),
+        ("operation", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("block_size", ctypes.c_int32),
+        ("automatic", ctypes.c_int32),
     ]
 
 
@@ -86,13 +119,20 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.blockattn_last_error.restype = ctypes.c_char_p
     lib.blockattn_workspace_size.argtypes = [ctypes.c_int64, ctypes.c_int64]
     lib.blockattn_workspace_size.restype = ctypes.c_size_t
-    # problem, offsets, tensors..., workspace, workspace_bytes, stream
-    head = [ctypes.POINTER(Problem), ctypes.c_void_p]
-    tail = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    lib.blockattn_forward.argtypes = head + [tensor] * 4 + tail
-    lib.blockattn_forward.restype = ctypes.c_int
-    lib.blockattn_backward.argtypes = head + [tensor] * 7 + tail
-    lib.blockattn_backward.restype = ctypes.c_int
+    lib.blockattn_tensor_alignment_bytes.argtypes = []
+    lib.blockattn_tensor_alignment_bytes.restype = ctypes.c_int32
+    lib.blockattn_default_block_size.argtypes = []
+    lib.blockattn_default_block_size.restype = ctypes.c_int32
+    lib.blockattn_config_count.argtypes = []
+    lib.blockattn_config_count.restype = ctypes.c_size_t
+    lib.blockattn_config_at.argtypes = [ctypes.c_size_t, ctypes.POINTER(Config)]
+    lib.blockattn_config_at.restype = ctypes.c_int
+    for name in ("blockattn_forward", "blockattn_backward"):
+        getattr(lib, name).argtypes = [ctypes.POINTER(Args)]
+        getattr(lib, name).restype = ctypes.c_int
+    for name in ("blockattn_forward_backend", "blockattn_backward_backend"):
+        getattr(lib, name).argtypes = [ctypes.POINTER(Args), ctypes.POINTER(ctypes.c_int32)]
+        getattr(lib, name).restype = ctypes.c_int
 
 
 _LIB, LIBRARY_PATH = _load()
@@ -108,9 +148,29 @@ if _LIB.blockattn_abi_version() != ABI_VERSION:
 workspace_size = _LIB.blockattn_workspace_size
 forward = _LIB.blockattn_forward
 backward = _LIB.blockattn_backward
+forward_backend = _LIB.blockattn_forward_backend
+backward_backend = _LIB.blockattn_backward_backend
+
+# What the library was built with: tensors' alignment rule, the default block
+# size and the kernel table. Read once here; nothing in Python repeats them.
+TENSOR_ALIGNMENT_BYTES = _LIB.blockattn_tensor_alignment_bytes()
+DEFAULT_BLOCK_SIZE = _LIB.blockattn_default_block_size()
+
+
+def _read_configs() -> tuple[Config, ...]:
+    rows = []
+    for i in range(_LIB.blockattn_config_count()):
+        row = Config()
+        if _LIB.blockattn_config_at(i, ctypes.byref(row)) != OK:
+            raise ImportError(f"blockattn: reading kernel table row {i} failed: {last_error()}")
+        rows.append(row)
+    return tuple(rows)
 
 
 def last_error() -> str:
     """The calling thread's message for its last failed call."""
     message = _LIB.blockattn_last_error()
     return message.decode("utf-8", errors="replace") if message else "(no message)"
+
+
+CONFIGS = _read_configs()

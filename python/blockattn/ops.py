@@ -19,19 +19,20 @@ from torch.utils.flop_counter import register_flop_formula
 
 from blockattn import _lib
 
-BLOCK_SIZE = 64
-SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-SUPPORTED_HEAD_DIMS = (64, 128)
-
 _DTYPE_CODES = {torch.bfloat16: _lib.DTYPE_BF16, torch.float16: _lib.DTYPE_FP16}
+
+# Read from the library's kernel table and layout rules (blockattn._lib), never
+# repeated here: a build with other head dims or block sizes needs no change.
+BLOCK_SIZE = _lib.DEFAULT_BLOCK_SIZE
+SUPPORTED_DTYPES = tuple(dt for dt, code in _DTYPE_CODES.items() if any(c.dtype == code for c in _lib.CONFIGS))
+SUPPORTED_HEAD_DIMS = tuple(sorted({c.head_dim for c in _lib.CONFIGS if c.block_size == BLOCK_SIZE}))
 _INT32_MAX = 2**31 - 1
 # The library takes the scale as a C float; outside this range it would round
 # to 0 (which the C ABI reads as "use the default") or to infinity.
 _FLOAT32_TINY = 1.1754943508222875e-38
 _FLOAT32_MAX = 3.4028234663852886e38
-# The kernels load rows with 16-byte vector loads.
-_ALIGN_BYTES = 16
-_STRIDE_MULTIPLE = 8
+# Data pointers and token/head strides must be multiples of this many bytes.
+_ALIGN_BYTES = _lib.TENSOR_ALIGNMENT_BYTES
 
 
 # --------------------------------------------------------------------------- #
@@ -45,12 +46,13 @@ def block_attention(
     """Block-diagonal jagged self-attention.
 
     Sequence b is tokens [offsets[b], offsets[b+1]). Each sequence is cut into
-    64-token blocks from its first token (the last block may be shorter), and
+    blocks of BLOCK_SIZE (64) tokens from its first token (the last block may be shorter), and
     every query attends to exactly the keys of its own block:
     out[i] = softmax(scale * q_i . K_blk^T) . V_blk.
 
     Args:
-        q: [T, Hq, D] bf16 or fp16 CUDA tensor; D is 64 or 128.
+        q: [T, Hq, D] bf16 or fp16 CUDA tensor; D one of SUPPORTED_HEAD_DIMS
+            (the library's kernel table: 64 and 128 in the default build).
         k, v: [T, Hkv, D], q's dtype and device; Hq must be a multiple of Hkv
             (query head h reads kv head h // (Hq // Hkv)).
         offsets: int32 [B + 1] on q's device, offsets[0] == 0, non-decreasing,
@@ -68,13 +70,30 @@ def block_attention(
     return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale)
 
 
+def supported_configs() -> list[dict]:
+    """The library's kernel table: one dict per kernel (backend, operation,
+    dtype, head_dim, block_size, automatic), as the C++ supported_configs()."""
+    return [
+        dict(
+            backend=_lib.BACKEND_NAMES[c.backend],
+            operation=_lib.OPERATION_NAMES[c.operation],
+            dtype=_lib.DTYPE_NAMES[c.dtype],
+            head_dim=c.head_dim,
+            block_size=c.block_size,
+            automatic=bool(c.automatic),
+        )
+        for c in _lib.CONFIGS
+    ]
+
+
 def _check_inputs(q, k, v, offsets) -> None:
     """Raises TypeError/ValueError naming the argument; reads metadata only."""
     for name, t in (("q", q), ("k", k), ("v", v), ("offsets", offsets)):
         if not isinstance(t, Tensor):
             raise TypeError(f"block_attention: {name} must be a torch.Tensor, got {type(t).__name__}")
     if q.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"block_attention: q must be bfloat16 or float16, got {q.dtype}")
+        names = " or ".join(str(dt).removeprefix("torch.") for dt in SUPPORTED_DTYPES)
+        raise TypeError(f"block_attention: q must be {names}, got {q.dtype}")
     for name, t in (("k", k), ("v", v)):
         if t.dtype != q.dtype:
             raise TypeError(f"block_attention: {name} must have q's dtype {q.dtype}, got {t.dtype}")
@@ -99,7 +118,8 @@ def _check_inputs(q, k, v, offsets) -> None:
     if k.shape[2] != q.shape[2]:
         raise ValueError(f"block_attention: k has head_dim {k.shape[2]} but q has {q.shape[2]}")
     if q.shape[2] not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"block_attention: q head_dim must be 64 or 128, got {q.shape[2]}")
+        dims = ", ".join(map(str, SUPPORTED_HEAD_DIMS))
+        raise ValueError(f"block_attention: q head_dim must be one of the built head dims ({dims}), got {q.shape[2]}")
     if k.shape[1] == 0 or q.shape[1] == 0 or q.shape[1] % k.shape[1] != 0:
         raise ValueError(
             f"block_attention: q heads ({q.shape[1]}) must be a positive multiple of k heads ({k.shape[1]})"
@@ -134,7 +154,7 @@ def block_attention_fwd(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale:
     if q.shape[0] == 0:
         return out
     q, k, v = (_kernel_operand(t) for t in (q, k, v))
-    _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out))
+    _launch(_lib.forward, "forward", q, k, offsets, scale, dict(q=q, k=k, v=v, out=out))
     return out
 
 
@@ -151,7 +171,7 @@ def block_attention_bwd(
     if q.shape[0] == 0:
         return dq, dk, dv
     dout, q, k, v = (_kernel_operand(t) for t in (dout, q, k, v))
-    _launch(_lib.backward, "backward", q, k, offsets, scale, (q, k, v, dout, dq, dk, dv))
+    _launch(_lib.backward, "backward", q, k, offsets, scale, dict(q=q, k=k, v=v, dout=dout, dq=dq, dk=dk, dv=dv))
     return dq, dk, dv
 
 
@@ -185,14 +205,15 @@ def _kernel_operand(t: Tensor) -> Tensor:
     """`t` itself when the library can read it in place, else a contiguous copy.
 
     The C ABI reads any view with a unit-stride last dim, token and head strides
-    that are multiples of 8 elements (zero included: inputs may overlap) and a
-    16-byte-aligned data pointer.
+    that are multiples of the library's alignment in bytes (zero included:
+    inputs may overlap) and an aligned data pointer.
     """
     token_stride, head_stride, dim_stride = t.stride()
+    stride_multiple = _ALIGN_BYTES // t.element_size()
     in_place = (
         dim_stride == 1
-        and token_stride % _STRIDE_MULTIPLE == 0
-        and head_stride % _STRIDE_MULTIPLE == 0
+        and token_stride % stride_multiple == 0
+        and head_stride % stride_multiple == 0
         and t.data_ptr() % _ALIGN_BYTES == 0
     )
     # clone, not contiguous(): a contiguous but misaligned view would come back as is.
@@ -203,33 +224,34 @@ def _view(t: Tensor) -> _lib.TensorView:
     return _lib.TensorView(t.data_ptr(), t.stride(0), t.stride(1))
 
 
-def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors) -> None:
-    """Runs a C entry point on q's device and that device's current stream."""
+def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors: dict) -> None:
+    """Runs a C entry point on q's device and that device's current stream.
+
+    `tensors` maps blockattn_args field names (q, k, v, out, dout, dq, dk, dv)
+    to the tensors of the call.
+    """
     offsets = offsets.contiguous()
-    problem = _lib.Problem(
+    args = _lib.Args(
         num_seqs=offsets.shape[0] - 1,
         total_tokens=q.shape[0],
         num_q_heads=q.shape[1],
         num_kv_heads=k.shape[1],
         head_dim=q.shape[2],
         dtype=_DTYPE_CODES[q.dtype],
+        block_size=BLOCK_SIZE,
         softmax_scale=scale,
         backend=_lib.BACKEND_AUTO,
+        offsets=offsets.data_ptr(),
+        **{name: _view(t) for name, t in tensors.items()},
     )
     with torch.cuda.device(q.device):
-        workspace_bytes = _lib.workspace_size(problem.num_seqs, problem.total_tokens)
+        args.workspace_bytes = _lib.workspace_size(args.num_seqs, args.total_tokens)
         # Allocated per call from the caching allocator on the current stream:
         # cheap, stream-ordered, and drawn from the graph pool under capture.
-        workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        status = entry(
-            ctypes.byref(problem),
-            offsets.data_ptr(),
-            *(_view(t) for t in tensors),
-            workspace.data_ptr(),
-            workspace_bytes,
-            stream,
-        )
+        workspace = torch.empty(args.workspace_bytes, dtype=torch.uint8, device=q.device)
+        args.workspace = workspace.data_ptr()
+        args.stream = torch.cuda.current_stream(q.device).cuda_stream
+        status = entry(ctypes.byref(args))
     if status != _lib.OK:
         name = _lib.STATUS_NAMES.get(status, str(status))
         raise RuntimeError(f"blockattn {what} failed ({name}): {_lib.last_error()}")
@@ -245,7 +267,7 @@ def _block_area(offsets: Tensor, total_tokens: int) -> int:
 
     Reads offsets on the host, which is fine: this only runs under
     FlopCounterMode. Under fake tensors (compile-time estimates) the lengths are
-    unknown, so it returns the upper bound of 64 keys per query.
+    unknown, so it returns the upper bound of BLOCK_SIZE keys per query.
     """
     from torch._subclasses.fake_tensor import FakeTensor
     from torch._subclasses.functional_tensor import FunctionalTensor

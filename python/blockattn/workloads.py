@@ -1,21 +1,19 @@
-"""The workloads of shared/workloads.md (the project's workload definitions) and helpers to build jagged batches.
+"""The workloads of docs/workloads.md as torch batches, and helpers to build jagged batches.
 
-Shared by the tests and bench/compare.py so both use one length generator and
-one naming scheme (`headline-d128`, `headline-d64`, `sweep-d{D}-L{max_len}-f{fill}`).
+Shared by the tests and bench/compare.py. The definitions and the length
+generator live in workload_defs.py (torch-free), the same ones the C++
+benchmark uses (support/workloads.cpp): one seed gives one batch in both.
 """
 
 from dataclasses import dataclass
 
 import torch
 
-BLOCK_SIZE = 64
-BATCH = 1152
-MAX_LENS = (256, 512, 1024, 2048)
-FILLS = (0.5, 0.7, 1.0)
-# (head_dim, heads): the two model shapes of the sweep, Hq == Hkv.
-HEAD_SHAPES = ((128, 4), (64, 8))
-HEADLINE_MAX_LEN = 2048
-HEADLINE_FILL = 0.7
+from blockattn import _lib, workload_defs
+from blockattn.workload_defs import BATCH, length_bounds  # noqa: F401  (re-exported)
+
+# The library's default block size (read from it, not repeated).
+BLOCK_SIZE = _lib.DEFAULT_BLOCK_SIZE
 
 
 @dataclass(frozen=True)
@@ -33,22 +31,9 @@ class Workload:
         return sequence_lengths(self.batch, self.max_len, self.fill, seed=seed)
 
 
-def _workload(head_dim: int, heads: int, max_len: int, fill: float) -> Workload:
-    if (max_len, fill) == (HEADLINE_MAX_LEN, HEADLINE_FILL):
-        name = f"headline-d{head_dim}"
-    else:
-        name = f"sweep-d{head_dim}-L{max_len}-f{fill}"
-    return Workload(name, BATCH, heads, heads, head_dim, max_len, fill)
-
-
 def all_workloads() -> list[Workload]:
-    """The full sweep grid (it contains the two headline workloads)."""
-    return [
-        _workload(head_dim, heads, max_len, fill)
-        for head_dim, heads in HEAD_SHAPES
-        for max_len in MAX_LENS
-        for fill in FILLS
-    ]
+    """The headline workloads, then the sweep grid (docs/workloads.md)."""
+    return [Workload(**params) for params in workload_defs.workload_params()]
 
 
 def headline_workloads() -> list[Workload]:
@@ -68,22 +53,9 @@ def workload(name: str) -> Workload:
 # --------------------------------------------------------------------------- #
 
 
-def length_bounds(max_len: int, fill: float) -> tuple[int, int]:
-    """Inclusive [low, high] of the workloads.md generator; the mean length is fill * max_len."""
-    if fill >= 0.5:
-        low, high = max(1, int((2 * fill - 1) * max_len)), max_len
-    else:
-        low, high = 1, int(2 * fill * max_len)
-    if high < low:
-        raise ValueError(f"fill={fill} with max_len={max_len} leaves no valid length")
-    return low, high
-
-
 def sequence_lengths(batch: int, max_len: int, fill: float, *, seed: int = 0) -> torch.Tensor:
-    """int64 CPU tensor of `batch` lengths, uniform on length_bounds(), from a seeded CPU generator."""
-    low, high = length_bounds(max_len, fill)
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(low, high + 1, (batch,), generator=generator)
+    """int64 CPU tensor of `batch` lengths from the shared generator (workload_defs.py)."""
+    return torch.tensor(workload_defs.sequence_lengths_list(batch, max_len, fill, seed), dtype=torch.int64)
 
 
 def offsets_from_lengths(lengths, device=None) -> torch.Tensor:
@@ -99,10 +71,10 @@ def lengths_from_offsets(offsets: torch.Tensor) -> torch.Tensor:
 
 
 def block_lengths(lengths: torch.Tensor) -> torch.Tensor:
-    """Lengths of all 64-token attention blocks, in token order (int64, lengths' device).
+    """Lengths of all BLOCK_SIZE-token attention blocks, in token order (int64, lengths' device).
 
-    A sequence of length L contributes ceil(L / 64) blocks: 64, ..., 64, and a
-    last one of L - 64 * (ceil(L / 64) - 1) tokens. Empty sequences contribute none.
+    A sequence of length L contributes ceil(L / S) blocks (S = BLOCK_SIZE): S, ..., S, and a
+    last one of L - S * (ceil(L / S) - 1) tokens. Empty sequences contribute none.
     """
     lengths = lengths.long()
     counts = (lengths + BLOCK_SIZE - 1) // BLOCK_SIZE
@@ -114,10 +86,10 @@ def block_lengths(lengths: torch.Tensor) -> torch.Tensor:
 
 
 def block_offsets(offsets: torch.Tensor) -> torch.Tensor:
-    """int32 cu_seqlens with one entry per 64-token block, on offsets' device (offsets[0] == 0).
+    """int32 cu_seqlens with one entry per attention block, on offsets' device (offsets[0] == 0).
 
     This turns block-diagonal attention into ordinary varlen attention with
-    max_seqlen 64, which is how FlashAttention-2 varlen and the cuDNN/varlen
+    max_seqlen BLOCK_SIZE, which is how FlashAttention-2 varlen and the cuDNN/varlen
     baselines express it.
     """
     blocks = block_lengths(lengths_from_offsets(offsets))

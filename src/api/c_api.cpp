@@ -1,7 +1,10 @@
 // extern "C" wrappers over the C++ API, with the error message kept per thread.
 #include "blockattn/blockattn_c.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "blockattn/blockattn.h"
@@ -15,25 +18,63 @@ thread_local char g_last_error[kMessageBytes];
 
 void set_last_error(const std::string& message) { std::snprintf(g_last_error, kMessageBytes, "%s", message.c_str()); }
 
-blockattn::TensorView view(const blockattn_tensor& t) { return {t.data, t.token_stride, t.head_stride}; }
-
-blockattn::Shape shape(const blockattn_problem& p) {
-  return {p.num_seqs,     p.total_tokens, p.num_q_heads,
-          p.num_kv_heads, p.head_dim,     static_cast<blockattn::DType>(p.dtype)};
-}
-
-blockattn::Options options(const blockattn_problem& p) {
-  return {p.softmax_scale, static_cast<blockattn::Backend>(p.backend)};
-}
-
 blockattn_status finish(const blockattn::Status& s) {
   set_last_error(s.message);
   return static_cast<blockattn_status>(s.code);
 }
 
-blockattn_status null_problem() {
-  set_last_error("blockattn: problem must not be null");
+blockattn_status fail(const char* message) {
+  set_last_error(message);
   return BLOCKATTN_INVALID_ARGUMENT;
+}
+
+// The smallest struct_size a caller may pass: version 2's fields up to stream.
+constexpr size_t kMinArgsSize = offsetof(blockattn_args, stream) + sizeof(void*);
+
+// Reads the caller's struct (the first struct_size bytes of it; later fields
+// keep their zero defaults). Returns null with the message set when unusable.
+const char* read_args(const blockattn_args* args, blockattn_args* local) {
+  if (args == nullptr) return "blockattn: args must not be null";
+  if (args->struct_size < kMinArgsSize)
+    return "blockattn: args->struct_size is smaller than any version of blockattn_args (initialize with "
+           "BLOCKATTN_ARGS_INIT)";
+  *local = blockattn_args{};
+  std::memcpy(static_cast<void*>(local), args, std::min(args->struct_size, sizeof(blockattn_args)));
+  return nullptr;
+}
+
+blockattn::TensorView view(const blockattn_tensor& t) { return {t.data, t.token_stride, t.head_stride}; }
+
+void fill_inputs(const blockattn_args& a, blockattn::AttentionInputs* in) {
+  in->shape = {a.num_seqs,
+               a.total_tokens,
+               a.num_q_heads,
+               a.num_kv_heads,
+               a.head_dim,
+               static_cast<blockattn::DType>(a.dtype),
+               a.block_size != 0 ? a.block_size : blockattn::kDefaultBlockSize};
+  in->offsets = a.offsets;
+  in->q = view(a.q);
+  in->k = view(a.k);
+  in->v = view(a.v);
+  in->options = {a.softmax_scale, static_cast<blockattn::Backend>(a.backend)};
+}
+
+blockattn::ForwardArgs forward_args(const blockattn_args& a) {
+  blockattn::ForwardArgs f;
+  fill_inputs(a, &f);
+  f.out = view(a.out);
+  return f;
+}
+
+blockattn::BackwardArgs backward_args(const blockattn_args& a) {
+  blockattn::BackwardArgs b;
+  fill_inputs(a, &b);
+  b.dout = view(a.dout);
+  b.dq = view(a.dq);
+  b.dk = view(a.dk);
+  b.dv = view(a.dv);
+  return b;
 }
 
 }  // namespace
@@ -46,38 +87,57 @@ extern "C" size_t blockattn_workspace_size(int64_t num_seqs, int64_t total_token
   return blockattn::workspace_size(num_seqs, total_tokens);
 }
 
-extern "C" blockattn_status blockattn_forward(const blockattn_problem* problem, const int32_t* offsets,
-                                              blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                              blockattn_tensor out, void* workspace, size_t workspace_bytes,
-                                              void* stream) {
-  if (problem == nullptr) return null_problem();
-  blockattn::ForwardArgs args;
-  args.shape = shape(*problem);
-  args.offsets = offsets;
-  args.q = view(q);
-  args.k = view(k);
-  args.v = view(v);
-  args.out = view(out);
-  args.options = options(*problem);
-  return finish(blockattn::forward(args, workspace, workspace_bytes, static_cast<cudaStream_t>(stream)));
+extern "C" int32_t blockattn_tensor_alignment_bytes(void) { return blockattn::kTensorAlignmentBytes; }
+
+extern "C" int32_t blockattn_default_block_size(void) { return blockattn::kDefaultBlockSize; }
+
+extern "C" size_t blockattn_config_count(void) {
+  size_t n = 0;
+  blockattn::supported_configs(&n);
+  return n;
 }
 
-extern "C" blockattn_status blockattn_backward(const blockattn_problem* problem, const int32_t* offsets,
-                                               blockattn_tensor q, blockattn_tensor k, blockattn_tensor v,
-                                               blockattn_tensor dout, blockattn_tensor dq, blockattn_tensor dk,
-                                               blockattn_tensor dv, void* workspace, size_t workspace_bytes,
-                                               void* stream) {
-  if (problem == nullptr) return null_problem();
-  blockattn::BackwardArgs args;
-  args.shape = shape(*problem);
-  args.offsets = offsets;
-  args.q = view(q);
-  args.k = view(k);
-  args.v = view(v);
-  args.dout = view(dout);
-  args.dq = view(dq);
-  args.dk = view(dk);
-  args.dv = view(dv);
-  args.options = options(*problem);
-  return finish(blockattn::backward(args, workspace, workspace_bytes, static_cast<cudaStream_t>(stream)));
+extern "C" blockattn_status blockattn_config_at(size_t index, blockattn_config* config) {
+  size_t n = 0;
+  const blockattn::KernelConfig* rows = blockattn::supported_configs(&n);
+  if (config == nullptr) return fail("blockattn: config must not be null");
+  if (index >= n) return fail("blockattn: index must be < blockattn_config_count()");
+  const blockattn::KernelConfig& c = rows[index];
+  *config = {static_cast<int32_t>(c.backend), static_cast<int32_t>(c.operation), static_cast<int32_t>(c.dtype),
+             c.head_dim,   c.block_size, c.automatic ? 1 : 0};
+  set_last_error("");
+  return BLOCKATTN_OK;
+}
+
+extern "C" blockattn_status blockattn_forward(const blockattn_args* args) {
+  blockattn_args a;
+  if (const char* error = read_args(args, &a)) return fail(error);
+  return finish(blockattn::forward(forward_args(a), a.workspace, a.workspace_bytes, static_cast<cudaStream_t>(a.stream)));
+}
+
+extern "C" blockattn_status blockattn_backward(const blockattn_args* args) {
+  blockattn_args a;
+  if (const char* error = read_args(args, &a)) return fail(error);
+  return finish(
+      blockattn::backward(backward_args(a), a.workspace, a.workspace_bytes, static_cast<cudaStream_t>(a.stream)));
+}
+
+extern "C" blockattn_status blockattn_forward_backend(const blockattn_args* args, int32_t* chosen) {
+  blockattn_args a;
+  if (const char* error = read_args(args, &a)) return fail(error);
+  if (chosen == nullptr) return fail("blockattn: chosen must not be null");
+  blockattn::Backend b = blockattn::Backend::kAuto;
+  const blockattn::Status s = blockattn::forward_backend(forward_args(a), &b);
+  if (s.ok()) *chosen = static_cast<int32_t>(b);
+  return finish(s);
+}
+
+extern "C" blockattn_status blockattn_backward_backend(const blockattn_args* args, int32_t* chosen) {
+  blockattn_args a;
+  if (const char* error = read_args(args, &a)) return fail(error);
+  if (chosen == nullptr) return fail("blockattn: chosen must not be null");
+  blockattn::Backend b = blockattn::Backend::kAuto;
+  const blockattn::Status s = blockattn::backward_backend(backward_args(a), &b);
+  if (s.ok()) *chosen = static_cast<int32_t>(b);
+  return finish(s);
 }

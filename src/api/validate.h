@@ -3,14 +3,14 @@
 // points launch nothing.
 #pragma once
 
-#include "blockattn/blockattn.h"
+#include <cstddef>
 
-namespace blockattn {
+#include "core/problem.h"
+
+namespace blockattn::api {
 
 // Everything but the workspace.
-Status validate_forward_tensors(const ForwardArgs& args);
-Status validate_forward(const ForwardArgs& args, const void* workspace, size_t workspace_bytes);
-Status validate_backward_tensors(const BackwardArgs& args);
-Status validate_backward(const BackwardArgs& args, const void* workspace, size_t workspace_bytes);
+Status validate_problem(const core::Problem& p);
+Status validate_workspace(const core::Problem& p, const void* workspace, size_t workspace_bytes);
 
-}  // namespace blockattn
+}  // namespace blockattn::api

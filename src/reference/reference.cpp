@@ -43,14 +43,15 @@ void block_probs(const Problem& p, const schedule::BlockDesc& b, int qh, int kh,
 
 double Problem::softmax_scale() const { return scale != 0.0 ? scale : 1.0 / std::sqrt(double(head_dim)); }
 
-std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens) {
+std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
+                                                int32_t block_size) {
   std::vector<schedule::BlockDesc> blocks;
   if (offsets.size() < 2) return blocks;
   int32_t begin = schedule::clamp_offset(offsets[0], total_tokens);
   for (size_t b = 0; b + 1 < offsets.size(); ++b) {
     const int32_t end = std::max(begin, schedule::clamp_offset(offsets[b + 1], total_tokens));
-    for (int32_t row = begin; row < end; row += kBlockSize)
-      blocks.push_back({row, std::min(kBlockSize, end - row)});
+    for (int32_t row = begin; row < end; row += block_size)
+      blocks.push_back({row, std::min(block_size, end - row)});
     begin = end;
   }
   return blocks;
@@ -60,7 +61,7 @@ void forward(const Problem& p, const std::vector<double>& q, const std::vector<d
              std::vector<double>& out) {
   const int group = p.num_q_heads / p.num_kv_heads;
   std::vector<double> probs;
-  for (const auto& b : block_schedule(p.offsets, static_cast<int32_t>(p.total_tokens))) {
+  for (const auto& b : block_schedule(p.offsets, static_cast<int32_t>(p.total_tokens), p.block_size)) {
     for (int qh = 0; qh < p.num_q_heads; ++qh) {
       const int kh = qh / group;
       block_probs(p, b, qh, kh, q, k, probs);
@@ -85,7 +86,7 @@ void backward(const Problem& p, const std::vector<double>& q, const std::vector<
   const int D = p.head_dim;
   const double scale = p.softmax_scale();
   std::vector<double> probs, dscores;
-  for (const auto& b : block_schedule(p.offsets, static_cast<int32_t>(p.total_tokens))) {
+  for (const auto& b : block_schedule(p.offsets, static_cast<int32_t>(p.total_tokens), p.block_size)) {
     const int n = b.row_count;
     for (int kh = 0; kh < p.num_kv_heads; ++kh)
       for (int j = 0; j < n; ++j) {
@@ -133,14 +134,14 @@ void backward(const Problem& p, const std::vector<double>& q, const std::vector<
 
 void dense_masked_forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                           const std::vector<double>& v, std::vector<double>& out) {
-  // block id of every token: (sequence, position / 64); -1 outside all sequences.
+  // block id of every token: (sequence, position / block_size); -1 outside all sequences.
   const int64_t T = p.total_tokens;
   std::vector<int64_t> block_id(static_cast<size_t>(T), -1);
   int64_t next_id = 0;
   for (size_t b = 0; b + 1 < p.offsets.size(); ++b) {
     for (int64_t t = p.offsets[b]; t < p.offsets[b + 1]; ++t)
-      block_id[static_cast<size_t>(t)] = next_id + (t - p.offsets[b]) / kBlockSize;
-    next_id += (p.offsets[b + 1] - p.offsets[b] + kBlockSize - 1) / kBlockSize;
+      block_id[static_cast<size_t>(t)] = next_id + (t - p.offsets[b]) / p.block_size;
+    next_id += (p.offsets[b + 1] - p.offsets[b] + p.block_size - 1) / p.block_size;
   }
   const int group = p.num_q_heads / p.num_kv_heads;
   std::vector<double> w(static_cast<size_t>(T));

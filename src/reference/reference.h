@@ -13,6 +13,7 @@ namespace blockattn::reference {
 struct Problem {
   int64_t total_tokens = 0;
   int num_q_heads = 1, num_kv_heads = 1, head_dim = 64;
+  int block_size = kDefaultBlockSize;
   double scale = 0.0;            // 0 = 1/sqrt(head_dim)
   std::vector<int32_t> offsets;  // [B + 1], any content (sanitized like the device)
 
@@ -21,7 +22,8 @@ struct Problem {
 
 // The host model of the device schedule: the blocks of the sanitized offsets,
 // in the order the device lists them.
-std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens);
+std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
+                                                int32_t block_size = kDefaultBlockSize);
 
 // out[i] = softmax(scale q_i K_blk^T) V_blk for every row in a block; rows in no
 // block are left as they are.
@@ -35,7 +37,7 @@ void backward(const Problem& p, const std::vector<double>& q, const std::vector<
               std::vector<double>& dk, std::vector<double>& dv);
 
 // Brute force for valid offsets: dense attention over all T keys with a mask
-// that keeps pairs in the same 64-token block of the same sequence. O(T^2).
+// that keeps pairs in the same block of the same sequence. O(T^2).
 void dense_masked_forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                           const std::vector<double>& v, std::vector<double>& out);
 

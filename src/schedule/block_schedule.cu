@@ -18,6 +18,7 @@ struct MaxOp {
 
 __global__ void __launch_bounds__(kThreads)
     build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
+                                int32_t block_size,
                                 int32_t* __restrict__ block_count, BlockDesc* __restrict__ table) {
   using Scan = cub::BlockScan<int32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     const int32_t length = end - seq_begin[tid];
-    int32_t nblocks = b < num_seqs ? blocks_in_sequence(length) : 0;
+    int32_t nblocks = b < num_seqs ? blocks_in_sequence(length, block_size) : 0;
     int32_t first = 0, chunk_blocks = 0;
     Scan(scan_storage).ExclusiveSum(nblocks, first, chunk_blocks);
     first_block[tid] = first;
@@ -65,9 +66,9 @@ __global__ void __launch_bounds__(kThreads)
         else
           hi = mid;
       }
-      const int32_t row_begin = seq_begin[lo] + (j - first_block[lo]) * kBlockSize;
+      const int32_t row_begin = seq_begin[lo] + (j - first_block[lo]) * block_size;
       const int32_t rows_left = seq_begin[lo + 1] - row_begin;
-      table[blocks_before + j] = {row_begin, rows_left < kBlockSize ? rows_left : kBlockSize};
+      table[blocks_before + j] = {row_begin, rows_left < block_size ? rows_left : block_size};
     }
     __syncthreads();  // every thread has read the carry and the chunk arrays
     if (tid == 0) {
@@ -81,10 +82,11 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, void* workspace,
-                                 cudaStream_t stream) {
-  build_block_schedule_kernel<<<1, kThreads, 0, stream>>>(
-      offsets, num_seqs, total_tokens, WorkspaceLayout::block_count(workspace), WorkspaceLayout::table(workspace));
+cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
+                                 void* workspace, cudaStream_t stream) {
+  build_block_schedule_kernel<<<1, kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size,
+                                                          WorkspaceLayout::block_count(workspace),
+                                                          WorkspaceLayout::table(workspace));
   return cudaGetLastError();
 }
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "common/jagged_batch.h"
+#include "support/jagged_batch.h"
 #include "reference/reference.h"
 
 namespace blockattn {

@@ -49,13 +49,14 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
     for (auto& o : offsets)
       o = any(rng);
     if (trial % 2) std::sort(offsets.begin(), offsets.end());  // half valid-looking
-    const auto blocks = reference::block_schedule(offsets, T);
-    ASSERT_LE(static_cast<int64_t>(blocks.size()), schedule::max_blocks(B, T));
+    const int32_t block_size = 32 << (trial % 3);  // 32, 64, 128: the schedule takes any
+    const auto blocks = reference::block_schedule(offsets, T, block_size);
+    ASSERT_LE(static_cast<int64_t>(blocks.size()), schedule::max_blocks(B, T, block_size));
     int32_t prev_end = 0;
     for (const auto& b : blocks) {
       ASSERT_GE(b.row_begin, prev_end);  // ordered and disjoint
       ASSERT_GE(b.row_count, 1);
-      ASSERT_LE(b.row_count, kBlockSize);
+      ASSERT_LE(b.row_count, block_size);
       ASSERT_LE(b.row_begin + b.row_count, T);  // in bounds
       prev_end = b.row_begin + b.row_count;
     }
@@ -63,9 +64,9 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
 }
 
 TEST(Schedule, WorkspaceHoldsTheLargestTable) {
-  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0, 0), schedule::WorkspaceLayout::kHeaderBytes);
+  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0, 0, kDefaultBlockSize), schedule::WorkspaceLayout::kHeaderBytes);
   // 3 sequences of 1 token: 3 blocks; bound (3 + 63*3)/64 = 3.
-  EXPECT_EQ(schedule::max_blocks(3, 3), 3);
+  EXPECT_EQ(schedule::max_blocks(3, 3, kDefaultBlockSize), 3);
   EXPECT_EQ(workspace_size(3, 3), schedule::WorkspaceLayout::kHeaderBytes + 3 * sizeof(BlockDesc));
 }
 

@@ -10,6 +10,7 @@
 #include "api/validate.h"
 #include "blockattn/blockattn.h"
 #include "blockattn/blockattn_c.h"
+#include "core/problem.h"
 
 namespace blockattn {
 namespace {
@@ -31,13 +32,8 @@ ForwardArgs valid_forward() {
 }
 
 BackwardArgs valid_backward() {
-  const ForwardArgs f = valid_forward();
   BackwardArgs a;
-  a.shape = f.shape;
-  a.offsets = f.offsets;
-  a.q = f.q;
-  a.k = f.k;
-  a.v = f.v;
+  static_cast<AttentionInputs&>(a) = valid_forward();
   a.dout = {fake(6), 8 * 128, 128};
   a.dq = {fake(7), 8 * 128, 128};
   a.dk = {fake(8), 2 * 128, 128};
@@ -48,14 +44,43 @@ BackwardArgs valid_backward() {
 void* workspace() { return fake(10); }
 size_t workspace_bytes() { return workspace_size(4, kT); }
 
+template <typename Args>
+bool valid(const Args& a) {
+  const core::Problem p = core::describe(a);
+  return api::validate_problem(p).ok() && api::validate_workspace(p, workspace(), workspace_bytes()).ok();
+}
+
 TEST(Validation, AcceptsValidArguments) {
-  EXPECT_TRUE(validate_forward(valid_forward(), workspace(), workspace_bytes()).ok());
-  EXPECT_TRUE(validate_backward(valid_backward(), workspace(), workspace_bytes()).ok());
+  EXPECT_TRUE(valid(valid_forward()));
+  EXPECT_TRUE(valid(valid_backward()));
   // Head-major layout and strided (padded) rows are fine too.
   ForwardArgs a = valid_forward();
   a.out = {fake(5), 128, kT * 128};
   a.q = {fake(2), 8 * 128 + 64, 136};
-  EXPECT_TRUE(validate_forward(a, workspace(), workspace_bytes()).ok());
+  EXPECT_TRUE(valid(a));
+}
+
+// Every head dim and block size of the kernel table is accepted, and the
+// messages for others list what was built (read from the table, not repeated).
+TEST(Validation, FollowsTheKernelTable) {
+  size_t n = 0;
+  const KernelConfig* rows = supported_configs(&n);
+  ASSERT_GT(n, 0u);
+  for (size_t i = 0; i < n; ++i) {
+    ForwardArgs a = valid_forward();
+    a.shape.head_dim = rows[i].head_dim;
+    a.shape.block_size = rows[i].block_size;
+    a.q = a.out = {fake(2), 8 * int64_t{rows[i].head_dim}, rows[i].head_dim};
+    a.out.data = fake(5);
+    a.k = a.v = {fake(3), 2 * int64_t{rows[i].head_dim}, rows[i].head_dim};
+    a.v.data = fake(4);
+    EXPECT_TRUE(valid(a)) << "head_dim " << rows[i].head_dim << " block_size " << rows[i].block_size;
+  }
+  ForwardArgs a = valid_forward();
+  a.shape.head_dim = 40;
+  const Status s = forward(a, workspace(), workspace_bytes(), nullptr);
+  EXPECT_EQ(s.code, StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message.find("built head dims (" + std::to_string(rows[0].head_dim)), std::string::npos) << s.message;
 }
 
 struct BadCase {
@@ -79,7 +104,9 @@ const BadCase kBadForward[] = {
     {"num_q_heads", [](ForwardArgs& a) { a.shape.num_q_heads = 0; }},
     {"num_kv_heads", [](ForwardArgs& a) { a.shape.num_kv_heads = 0; }},
     {"multiple of num_kv_heads", [](ForwardArgs& a) { a.shape.num_kv_heads = 3; }},
-    {"head_dim", [](ForwardArgs& a) { a.shape.head_dim = 96; }},
+    {"head_dim", [](ForwardArgs& a) { a.shape.head_dim = 72; }},
+    {"block_size", [](ForwardArgs& a) { a.shape.block_size = 48; }},
+    {"block_size", [](ForwardArgs& a) { a.shape.block_size = 0; }},
     {"dtype", [](ForwardArgs& a) { a.shape.dtype = static_cast<DType>(7); }},
     {"offsets", [](ForwardArgs& a) { a.offsets = nullptr; }},
     {"offsets must be 4-byte aligned",
@@ -131,19 +158,84 @@ TEST(Validation, BackwardNamesItsTensors) {
   }
 }
 
-TEST(Validation, CAbiReportsTheMessage) {
-  const ForwardArgs a = valid_forward();
-  blockattn_problem p{4, kT, 8, 2, 96, BLOCKATTN_BF16, 0.f, BLOCKATTN_BACKEND_AUTO};
+blockattn_args c_args(const ForwardArgs& a) {
   auto t = [](const TensorView& v) { return blockattn_tensor{v.data, v.token_stride, v.head_stride}; };
-  const blockattn_status s =
-      blockattn_forward(&p, a.offsets, t(a.q), t(a.k), t(a.v), t(a.out), workspace(), workspace_bytes(), nullptr);
-  EXPECT_EQ(s, BLOCKATTN_INVALID_ARGUMENT);
+  blockattn_args c = BLOCKATTN_ARGS_INIT;
+  c.num_seqs = a.shape.num_seqs;
+  c.total_tokens = a.shape.total_tokens;
+  c.num_q_heads = a.shape.num_q_heads;
+  c.num_kv_heads = a.shape.num_kv_heads;
+  c.head_dim = a.shape.head_dim;
+  c.dtype = BLOCKATTN_BF16;
+  c.offsets = a.offsets;
+  c.q = t(a.q);
+  c.k = t(a.k);
+  c.v = t(a.v);
+  c.out = t(a.out);
+  c.workspace = workspace();
+  c.workspace_bytes = workspace_bytes();
+  return c;
+}
+
+TEST(Validation, CAbiReportsTheMessage) {
+  blockattn_args c = c_args(valid_forward());
+  c.head_dim = 72;
+  EXPECT_EQ(blockattn_forward(&c), BLOCKATTN_INVALID_ARGUMENT);
   EXPECT_NE(std::string(blockattn_last_error()).find("head_dim"), std::string::npos) << blockattn_last_error();
-  EXPECT_EQ(
-      blockattn_forward(nullptr, a.offsets, t(a.q), t(a.k), t(a.v), t(a.out), workspace(), workspace_bytes(), nullptr),
-      BLOCKATTN_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(blockattn_last_error()).find("problem"), std::string::npos);
+  c = c_args(valid_forward());
+  c.block_size = 48;
+  EXPECT_EQ(blockattn_forward(&c), BLOCKATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(blockattn_last_error()).find("block_size"), std::string::npos) << blockattn_last_error();
+  EXPECT_EQ(blockattn_forward(nullptr), BLOCKATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(blockattn_last_error()).find("args"), std::string::npos);
   EXPECT_EQ(blockattn_abi_version(), BLOCKATTN_C_ABI_VERSION);
+}
+
+// The size field: a struct too small for any version is refused; a caller
+// built against a newer header (a larger struct) is read up to what this
+// library knows. A null q.data makes each call fail at q's check, which shows
+// that the struct was read as far as the tensors.
+TEST(Validation, CAbiStructSize) {
+  blockattn_args c = c_args(valid_forward());
+  c.struct_size = sizeof(size_t);
+  EXPECT_EQ(blockattn_forward(&c), BLOCKATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(blockattn_last_error()).find("struct_size"), std::string::npos) << blockattn_last_error();
+
+  struct Newer {
+    blockattn_args v2;
+    int64_t field_from_the_future;
+  } newer{c_args(valid_forward()), 42};
+  newer.v2.struct_size = sizeof(Newer);
+  newer.v2.q.data = nullptr;
+  EXPECT_EQ(blockattn_forward(&newer.v2), BLOCKATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(blockattn_last_error()).find("q.data"), std::string::npos) << blockattn_last_error();
+
+  // block_size 0 means the default.
+  c = c_args(valid_forward());
+  c.block_size = 0;
+  c.q.data = nullptr;
+  EXPECT_EQ(blockattn_forward(&c), BLOCKATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(blockattn_last_error()).find("q.data"), std::string::npos) << blockattn_last_error();
+}
+
+TEST(Validation, CAbiListsTheKernelTable) {
+  size_t n = 0;
+  const KernelConfig* rows = supported_configs(&n);
+  ASSERT_EQ(blockattn_config_count(), n);
+  for (size_t i = 0; i < n; ++i) {
+    blockattn_config c{};
+    ASSERT_EQ(blockattn_config_at(i, &c), BLOCKATTN_OK);
+    EXPECT_EQ(c.backend, static_cast<int32_t>(rows[i].backend));
+    EXPECT_EQ(c.operation, static_cast<int32_t>(rows[i].operation));
+    EXPECT_EQ(c.dtype, static_cast<int32_t>(rows[i].dtype));
+    EXPECT_EQ(c.head_dim, rows[i].head_dim);
+    EXPECT_EQ(c.block_size, rows[i].block_size);
+    EXPECT_EQ(c.automatic != 0, rows[i].automatic);
+  }
+  blockattn_config c{};
+  EXPECT_EQ(blockattn_config_at(n, &c), BLOCKATTN_INVALID_ARGUMENT);
+  EXPECT_EQ(blockattn_tensor_alignment_bytes(), kTensorAlignmentBytes);
+  EXPECT_EQ(blockattn_default_block_size(), kDefaultBlockSize);
 }
 
 }  // namespace

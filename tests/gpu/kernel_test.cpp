@@ -9,9 +9,9 @@
 #include <string>
 
 #include "blockattn/blockattn.h"
-#include "common/device_buffer.h"
-#include "common/jagged_batch.h"
 #include "reference/reference.h"
+#include "support/device_buffer.h"
+#include "support/jagged_batch.h"
 
 namespace blockattn {
 namespace {
@@ -73,11 +73,7 @@ ForwardArgs forward_args(const Shape& shape, const int32_t* offsets, const Layou
 BackwardArgs backward_args(const ForwardArgs& f, const Layout& ql, const Layout& kl, void* dout, void* dq, void* dk,
                            void* dv) {
   BackwardArgs a;
-  a.shape = f.shape;
-  a.offsets = f.offsets;
-  a.q = f.q;
-  a.k = f.k;
-  a.v = f.v;
+  static_cast<AttentionInputs&>(a) = f;
   a.dout = ql.view(dout);
   a.dq = ql.view(dq);
   a.dk = kl.view(dk);

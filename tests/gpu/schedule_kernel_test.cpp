@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "common/device_buffer.h"
+#include "support/device_buffer.h"
 #include "reference/reference.h"
 #include "schedule/block_schedule.h"
 
@@ -15,18 +15,19 @@ using namespace blockattn::testing;
 using schedule::BlockDesc;
 using schedule::WorkspaceLayout;
 
-void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t total_tokens) {
+void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t total_tokens, int32_t block_size) {
   const int32_t num_seqs = static_cast<int32_t>(offsets.size()) - 1;
   DeviceBuffer<int32_t> d_offsets(offsets.size());
   d_offsets.upload(offsets);
-  DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(num_seqs, total_tokens));
+  DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(num_seqs, total_tokens, block_size));
   workspace.poison();
   ASSERT_EQ(cudaSuccess,
-            schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, workspace.get(), nullptr));
+            schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size, workspace.get(),
+                                           nullptr));
   const auto raw = workspace.download();
   int32_t count;
   std::memcpy(&count, raw.data(), sizeof(count));
-  const auto want = reference::block_schedule(offsets, total_tokens);
+  const auto want = reference::block_schedule(offsets, total_tokens, block_size);
   ASSERT_EQ(count, static_cast<int32_t>(want.size()));
   const auto* table = reinterpret_cast<const BlockDesc*>(raw.data() + WorkspaceLayout::kHeaderBytes);
   for (int32_t i = 0; i < count; ++i) {
@@ -45,13 +46,14 @@ TEST(ScheduleKernel, MatchesHostModel) {
     for (int b = 0; b < num_seqs; ++b)
       offsets.push_back(offsets.back() + len(rng));
     const int32_t total = offsets.back();
-    SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs));
-    expect_device_matches_host(offsets, total);
+    const int32_t block_size = 32 << (num_seqs % 3);  // the schedule takes any block size
+    SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs) + " block_size=" + std::to_string(block_size));
+    expect_device_matches_host(offsets, total, block_size);
     // Malformed: random values anywhere around [0, T].
     std::uniform_int_distribution<int32_t> any(-500, total + 500);
     for (auto& o : offsets)
       o = any(rng);
-    expect_device_matches_host(offsets, total);
+    expect_device_matches_host(offsets, total, block_size);
   }
 }
 

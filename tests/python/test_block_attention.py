@@ -323,6 +323,18 @@ def test_invalid_arguments(mutate, error, argument):
     assert re.search(rf"\b{argument}\b", str(excinfo.value)), str(excinfo.value)
 
 
+def test_constants_come_from_the_library():
+    configs = blockattn.supported_configs()
+    assert configs, "the library lists no kernels"
+    assert {c["operation"] for c in configs} == {"forward", "backward"}
+    assert set(ops.SUPPORTED_HEAD_DIMS) == {c["head_dim"] for c in configs if c["block_size"] == ops.BLOCK_SIZE}
+    assert ops.BLOCK_SIZE == blockattn._lib.DEFAULT_BLOCK_SIZE == workloads.BLOCK_SIZE
+    assert ops._ALIGN_BYTES == blockattn._lib.TENSOR_ALIGNMENT_BYTES > 0
+    # Every kernel the table lists for the default block size runs and is accurate.
+    for d in ops.SUPPORTED_HEAD_DIMS:
+        assert_accurate(*make_batch([1, 64, 100], 2, 2, d))
+
+
 def test_library_errors_raise_runtime_error():
     # Bypasses the Python checks: the C library's own validation must surface.
     q, k, v = (torch.randn(70, 4, 96, dtype=torch.bfloat16, device="cuda") for _ in range(3))

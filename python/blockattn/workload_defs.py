@@ -1,0 +1,63 @@
+"""The workloads of docs/workloads.md and their length generator, without torch.
+
+The C++ benchmark and tests define the same (support/workloads.cpp);
+`tests/check_workload_lengths.py` checks that both name the same workloads
+with the same parameters and draw the same lengths.
+"""
+
+BATCH = 1152
+MAX_LENS = (256, 512, 1024, 2048)
+FILLS = (0.5, 0.7, 1.0)
+# (head_dim, heads): the two model shapes, H x D = 512, Hq == Hkv.
+HEAD_SHAPES = ((128, 4), (64, 8))
+HEADLINE_MAX_LEN = 2048
+HEADLINE_FILL = 0.7
+
+_MASK64 = (1 << 64) - 1
+
+
+def length_bounds(max_len: int, fill: float) -> tuple[int, int]:
+    """Inclusive [low, high]; the mean length is fill * max_len."""
+    if fill >= 0.5:
+        low, high = max(1, int((2 * fill - 1) * max_len)), max_len
+    else:
+        low, high = 1, int(2 * fill * max_len)
+    if high < low:
+        raise ValueError(f"fill={fill} with max_len={max_len} leaves no valid length")
+    return low, high
+
+
+def splitmix64(seed: int):
+    """The generator's stream of 64-bit values (SplitMix64)."""
+    state = seed & _MASK64
+    while True:
+        state = (state + 0x9E3779B97F4A7C15) & _MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        yield z ^ (z >> 31)
+
+
+def sequence_lengths_list(batch: int, max_len: int, fill: float, seed: int = 0) -> list[int]:
+    """`batch` lengths: low + next() % (high - low + 1), in order."""
+    low, high = length_bounds(max_len, fill)
+    stream = splitmix64(seed)
+    return [low + next(stream) % (high - low + 1) for _ in range(batch)]
+
+
+def workload_name(head_dim: int, max_len: int, fill: float) -> str:
+    if (max_len, fill) == (HEADLINE_MAX_LEN, HEADLINE_FILL):
+        return f"headline-d{head_dim}"
+    return f"sweep-d{head_dim}-L{max_len}-f{fill}"
+
+
+def workload_params() -> list[dict]:
+    """Every workload as a dict (name, batch, num_q_heads, num_kv_heads,
+    head_dim, max_len, fill): the two headlines first, then the sweep."""
+    rows = [
+        dict(name=workload_name(d, L, f), batch=BATCH, num_q_heads=h, num_kv_heads=h, head_dim=d, max_len=L, fill=f)
+        for d, h in HEAD_SHAPES
+        for L in MAX_LENS
+        for f in FILLS
+    ]
+    return sorted(rows, key=lambda r: not r["name"].startswith("headline-"))

@@ -1,0 +1,20 @@
+// The backends this library has, in the order Backend::kAuto tries them. The
+// only place that names the architecture folders above core/.
+#pragma once
+
+#include <cstddef>
+
+#include "core/kernel_backend.h"
+
+namespace blockattn::backends {
+
+struct BackendList {
+  const core::KernelBackend* const* begin_;
+  const core::KernelBackend* const* end_;
+  const core::KernelBackend* const* begin() const { return begin_; }
+  const core::KernelBackend* const* end() const { return end_; }
+};
+
+BackendList in_preference_order();
+
+}  // namespace blockattn::backends

@@ -1,0 +1,59 @@
+#include "core/device_info.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+
+namespace blockattn::core {
+namespace {
+
+int device_attribute(cudaDeviceAttr attr) {
+  int device = 0, value = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess) return 0;
+  return value;
+}
+
+}  // namespace
+
+int multiprocessor_count() {
+  static PerDeviceCache cache;
+  return cache.get([] { return device_attribute(cudaDevAttrMultiProcessorCount); });
+}
+
+int compute_capability() {
+  static PerDeviceCache cache;
+  return cache.get([] {
+    return 10 * device_attribute(cudaDevAttrComputeCapabilityMajor) +
+           device_attribute(cudaDevAttrComputeCapabilityMinor);
+  });
+}
+
+namespace {
+
+Status capability_error(int cc, const char* who, const char* relation, int wanted) {
+  return unsupported(who, " needs compute capability ", relation, wanted / 10, ".", wanted % 10, "; device has ",
+                     cc / 10, ".", cc % 10);
+}
+
+}  // namespace
+
+Status require_compute_capability(int minimum, const char* who) {
+  const int cc = compute_capability();
+  if (cc == 0) return cuda_failure("querying the current device");
+  return cc >= minimum ? Status::Ok() : capability_error(cc, who, "", minimum);
+}
+
+Status require_exact_compute_capability(int wanted, const char* who) {
+  const int cc = compute_capability();
+  if (cc == 0) return cuda_failure("querying the current device");
+  return cc == wanted ? Status::Ok() : capability_error(cc, who, "exactly ", wanted);
+}
+
+Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas) {
+  const int sms = multiprocessor_count();
+  if (sms == 0 || ctas_per_sm == 0) return cuda_failure("configuring the kernel");
+  *num_ctas = static_cast<int>(std::min<int64_t>(max_tiles, int64_t{sms} * ctas_per_sm));
+  return Status::Ok();
+}
+
+}  // namespace blockattn::core

@@ -1,0 +1,52 @@
+// Facts about the current CUDA device that the host code needs on every call,
+// read from the runtime once per device.
+#pragma once
+
+#include <atomic>
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "blockattn/blockattn.h"
+
+namespace blockattn::core {
+
+// A per-device memo of one positive integer. Values are computed on the
+// current device the first time it asks; a non-positive result (an error) is
+// not stored, so the next call retries.
+class PerDeviceCache {
+ public:
+  template <typename Compute>
+  int get(Compute compute) {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 0;
+    int value = values_[device].load(std::memory_order_relaxed);
+    if (value > 0) return value;
+    value = compute();
+    if (value > 0) values_[device].store(value, std::memory_order_relaxed);
+    return value;
+  }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  std::atomic<int> values_[kMaxDevices] = {};
+};
+
+// Of the current device; 0 when the runtime fails.
+int multiprocessor_count();
+int compute_capability();  // major * 10 + minor
+
+// kUnsupported unless the current device has at least compute capability
+// `minimum` (major * 10 + minor); kCudaError if it cannot be queried.
+Status require_compute_capability(int minimum, const char* who);
+// Same, for exactly this compute capability (arch-specific targets like sm_90a).
+Status require_exact_compute_capability(int wanted, const char* who);
+
+// How many persistent CTAs to launch: as many as fit on the GPU
+// (ctas_per_sm per SM), but no more than there can be tiles (the kernel reads
+// the real tile count from the schedule). ctas_per_sm == 0 means the runtime
+// refused the kernel's configuration.
+Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas);
+
+}  // namespace blockattn::core

@@ -1,0 +1,62 @@
+#include "core/kernel_table.h"
+
+#include <algorithm>
+#include <iterator>
+#include <set>
+
+namespace blockattn::core {
+namespace {
+
+#define BLOCKATTN_KERNEL_BACKEND_sm80 Backend::kPortable
+#define BLOCKATTN_KERNEL_BACKEND_sm90 Backend::kHopper
+#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto) \
+  {BLOCKATTN_KERNEL_BACKEND_##arch, Operation::k##Op, DType::k##DT, D, B, Auto},
+constexpr KernelConfig kRows[] = {
+#include "blockattn_kernel_table.inc"
+};
+#undef BLOCKATTN_KERNEL
+
+template <typename Field>
+std::string joined_values(Field field) {
+  std::set<int> values;
+  for (const KernelConfig& c : kRows) values.insert(field(c));
+  std::string s;
+  for (int v : values) s += (s.empty() ? "" : ", ") + std::to_string(v);
+  return s;
+}
+
+}  // namespace
+
+KernelTable kernel_table() { return {kRows, std::size(kRows)}; }
+
+const KernelConfig* find_kernel(Backend backend, Operation op, DType dtype, int head_dim, int block_size) {
+  for (const KernelConfig& c : kRows)
+    if (c.backend == backend && c.operation == op && c.dtype == dtype && c.head_dim == head_dim &&
+        c.block_size == block_size)
+      return &c;
+  return nullptr;
+}
+
+bool any_kernel_has_head_dim(int head_dim) {
+  return std::any_of(std::begin(kRows), std::end(kRows), [&](const KernelConfig& c) { return c.head_dim == head_dim; });
+}
+
+bool any_kernel_has_block_size(int block_size) {
+  return std::any_of(std::begin(kRows), std::end(kRows),
+                     [&](const KernelConfig& c) { return c.block_size == block_size; });
+}
+
+std::string built_head_dims() {
+  return joined_values([](const KernelConfig& c) { return c.head_dim; });
+}
+std::string built_block_sizes() {
+  return joined_values([](const KernelConfig& c) { return c.block_size; });
+}
+
+int smallest_block_size() {
+  int smallest = kDefaultBlockSize;
+  for (const KernelConfig& c : kRows) smallest = std::min(smallest, c.block_size);
+  return smallest;
+}
+
+}  // namespace blockattn::core

@@ -1,0 +1,42 @@
+// The kernel table: which (backend, operation, dtype, head dim, block size)
+// combinations this build contains. It is generated at configure time from
+// src/kernel_table.cmake (the one place a combination is added), filtered by
+// the BLOCKATTN_HEAD_DIMS / BLOCKATTN_BLOCK_SIZES options, into
+// blockattn_kernel_table.inc: one line
+//   BLOCKATTN_KERNEL(arch, Op, DT, Type, head_dim, block_size, automatic)
+// per compiled kernel. This header turns it into data for validation, backend
+// choice and supported_configs(); each backend expands the same file into its
+// launch table (sm80/backend.cpp, sm90/backend.cpp).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "blockattn/blockattn.h"
+
+namespace blockattn::core {
+
+struct KernelTable {
+  const KernelConfig* rows;
+  size_t size;
+
+  const KernelConfig* begin() const { return rows; }
+  const KernelConfig* end() const { return rows + size; }
+};
+
+KernelTable kernel_table();
+
+// The row for this exact combination, or null.
+const KernelConfig* find_kernel(Backend backend, Operation op, DType dtype, int head_dim, int block_size);
+
+// Whether any backend has a kernel with this head dim / block size (for
+// argument validation), and the built values as text for messages ("64, 128").
+bool any_kernel_has_head_dim(int head_dim);
+bool any_kernel_has_block_size(int block_size);
+std::string built_head_dims();
+std::string built_block_sizes();
+
+// The smallest built block size: it bounds the schedule's block count.
+int smallest_block_size();
+
+}  // namespace blockattn::core

@@ -1,0 +1,24 @@
+# The kernel table: every kernel this library can contain, one row per
+# (backend, operation, head dim, block size), each built for the listed dtypes.
+# The build generates from it one compile unit per kernel, the table that the
+# backends dispatch on, and supported_configs(); nothing else lists kernels.
+#
+#   backend    sm80 (kPortable: mma.sync, sm_80+) or sm90 (kHopper: TMA + wgmma, sm_90a)
+#   automatic  auto:   Backend::kAuto may choose this kernel
+#              manual: only when asked for by name (another backend measured
+#                      faster on the same problem; docs/perf.md)
+#
+# Adding a head dim or a block size: a row here, plus whatever the kernels
+# genuinely lack for it (docs/architecture.md, "Adding a kernel").
+#
+#  backend  operation  head_dim  block_size  dtypes     automatic
+set(BLOCKATTN_KERNEL_TABLE
+  "sm90     forward    64        64          bf16,fp16  auto"
+  "sm90     forward    128       64          bf16,fp16  auto"
+  "sm90     backward   64        64          bf16,fp16  manual"  # sm80 measured faster at D = 64
+  "sm90     backward   128       64          bf16,fp16  auto"
+  "sm80     forward    64        64          bf16,fp16  auto"
+  "sm80     forward    128       64          bf16,fp16  auto"
+  "sm80     backward   64        64          bf16,fp16  auto"
+  "sm80     backward   128       64          bf16,fp16  auto"
+)

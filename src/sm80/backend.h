@@ -1,0 +1,11 @@
+// The sm80 backend ("portable"): mma.sync kernels that run on every GPU of
+// compute capability 8.0 or newer.
+#pragma once
+
+#include "core/kernel_backend.h"
+
+namespace blockattn::sm80 {
+
+const core::KernelBackend& backend();
+
+}  // namespace blockattn::sm80

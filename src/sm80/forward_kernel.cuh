@@ -1,0 +1,133 @@
+// sm80 forward kernel: one (block, query head) tile of kRows queries x kKeys
+// keys per step of a persistent CTA of four warps, each warp owning 16 query
+// rows end to end (S, softmax, P V, normalization, store).
+//
+//   frame:   a persistent loop over the CTA's tiles with two shared-memory
+//            stages of {Q, K, V}: while the CTA computes tile i from one
+//            stage, cp.async fills the other with tile i + gridDim.x;
+//   loader:  forward_issue_loads (cp.async, rows past the block zero-filled);
+//   tile op: forward_tile, with the hooks of tile/hooks.cuh.
+// The output is staged in the warp's own Q rows (no other warp reads them, and
+// S is done) and leaves as 16-byte stores that nothing waits for.
+#pragma once
+
+#include "common/opaque.cuh"
+#include "sm80/launch.cuh"
+#include "sm80/tile_loads.cuh"
+#include "sm80/warp_gemm.cuh"
+#include "tile/hooks.cuh"
+#include "tile/row_io.cuh"
+#include "tile/softmax.cuh"
+#include "tile/tile_coords.cuh"
+
+namespace blockattn::sm80 {
+
+template <typename T, int D, int B>
+struct ForwardConfig {
+  static_assert(B == 64, "four warps of 16 query rows cover one 64-token block");
+  static constexpr int kRows = B;  // query rows of a tile: the tokens of a block
+  static constexpr int kKeys = B;  // key columns of S
+  static constexpr int kWarps = kRows / 16;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kStages = 2;
+  static constexpr int kTileElems = kRows * D;
+  static constexpr int kStageBytes = 3 * kTileElems * 2;  // Q, K, V
+  static constexpr int kSmemBytes = kStages * kStageBytes;
+  // Enough resident CTAs to keep loads in flight; the launch bound caps
+  // registers accordingly (measured: docs/perf.md).
+  static constexpr int kMinCtasPerSm = D <= 64 ? 3 : 2;
+};
+
+// The operand tiles of one stage, by role (what a prologue hook sees).
+template <typename T, int D, int B>
+struct ForwardOperands {
+  using Layout = tile::SwizzledRows<D>;
+  T* q;
+  T* k;
+  T* v;
+  __device__ explicit ForwardOperands(T* stage)
+      : q(stage), k(stage + ForwardConfig<T, D, B>::kTileElems), v(stage + 2 * ForwardConfig<T, D, B>::kTileElems) {}
+};
+
+template <typename T, int D, int B>
+__device__ __forceinline__ void forward_issue_loads(const Params& p, int tile, T* stage) {
+  using Cfg = ForwardConfig<T, D, B>;
+  const auto t = tile::TileCoords::per_query_head(p.attn, tile);
+  const ForwardOperands<T, D, B> ops(stage);
+  const int valid = t.block.row_count;
+  load_tile_async<Cfg::kRows, D, Cfg::kThreads>(ops.q, tile::head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride,
+                                                valid);
+  load_tile_async<Cfg::kRows, D, Cfg::kThreads>(ops.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride,
+                                                valid);
+  load_tile_async<Cfg::kRows, D, Cfg::kThreads>(ops.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride,
+                                                valid);
+}
+
+template <typename T, int D, int B, typename Hooks>
+__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, int tile, T* stage) {
+  using Cfg = ForwardConfig<T, D, B>;
+  using Layout = tile::SwizzledRows<D>;
+  const int tid = opaque(static_cast<int>(threadIdx.x));  // see common/opaque.cuh
+  const int lane = tid % 32, row0 = 16 * (tid / 32);
+  const auto t = tile::TileCoords::per_query_head(p.attn, tile);
+  const ForwardOperands<T, D, B> ops(stage);
+  hooks.prologue(ops, t, tid);
+  if constexpr (Hooks::kModifiesOperands) __syncthreads();  // every thread's prologue writes before any product
+
+  tile::Accumulator<Cfg::kKeys> s;
+  s.zero();
+  gemm_abt<T, Cfg::kKeys, D>(s, ops.q, row0, ops.k, lane);
+
+  float row_sum[2];
+  tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
+  const tile::OperandA<Cfg::kKeys> probs = tile::to_operand<T>(s);
+
+  tile::Accumulator<D> o;
+  o.zero();
+  gemm_rab<T, D, Cfg::kKeys, D>(o, probs, ops.v, 0, lane);
+  hooks.epilogue(tile::Output::kOut, o, t, row0, 0, lane);
+
+  // The warp's Q rows are dead (only this warp read them): stage O there,
+  // normalized, once every lane's ldmatrix reads of them are behind it.
+  __syncwarp();
+  tile::stage_rows<Layout, T>(o, tile::inverse(row_sum), ops.q, row0, 0, lane);
+  __syncwarp();
+  tile::store_rows<Layout, D>(ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
+                              t.block.row_count, lane);
+}
+
+template <typename T, int D, int B, typename Hooks = tile::NoHooks>
+__global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfig<T, D, B>::kMinCtasPerSm)
+    forward_kernel(const __grid_constant__ Params p) {
+  using Cfg = ForwardConfig<T, D, B>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  // Stage s starts at smem + s * kStageBytes (arithmetic, not an array of
+  // pointers: a runtime-indexed array would live in local memory).
+  auto stage_ptr = [&](int s) { return reinterpret_cast<T*>(smem + s * Cfg::kStageBytes); };
+  const Hooks hooks{};
+
+  const int num_tiles = *p.attn.schedule.block_count * p.attn.num_q_heads;
+  int tile = blockIdx.x;
+  if (tile >= num_tiles) return;
+  forward_issue_loads<T, D, B>(p, tile, stage_ptr(0));
+  cp_async_commit();
+
+  for (int stage = 0; tile < num_tiles; tile += gridDim.x, stage ^= 1) {
+    const int next = tile + gridDim.x;
+    if (next < num_tiles) forward_issue_loads<T, D, B>(p, next, stage_ptr(stage ^ 1));
+    cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning the current tile
+    cp_async_wait<1>();
+    __syncthreads();
+    forward_tile<T, D, B>(p, hooks, tile, stage_ptr(stage));
+    __syncthreads();  // this stage is refilled next iteration
+  }
+}
+
+template <typename T, int D, int B>
+struct KernelOf<Operation::kForward, T, D, B> {
+  using Params = sm80::Params;
+  using Config = ForwardConfig<T, D, B>;
+  static constexpr auto kernel = forward_kernel<T, D, B>;
+};
+
+}  // namespace blockattn::sm80

@@ -1,0 +1,98 @@
+#include "sm90/backend.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/kernel_entry.h"
+#include "core/device_info.h"
+#include "sm90/params.h"
+#include "sm90/tensor_map.h"
+
+namespace blockattn::sm90 {
+namespace {
+
+using core::Problem;
+using core::TensorId;
+
+#define BLOCKATTN_KERNEL(arch, ...) BLOCKATTN_KERNEL_##arch(__VA_ARGS__)
+#define BLOCKATTN_KERNEL_sm80 BLOCKATTN_KERNEL_SKIP
+#define BLOCKATTN_KERNEL_sm90 BLOCKATTN_KERNEL_ENTRY
+const KernelEntry<Params> kKernels[] = {
+#include "blockattn_kernel_table.inc"
+    {},  // terminator
+};
+#undef BLOCKATTN_KERNEL
+
+// The inputs this backend reads through TMA maps (outputs are plain stores).
+struct MappedInput {
+  TensorId id;
+  CUtensorMap Params::*map;
+};
+constexpr MappedInput kForwardInputs[] = {
+    {TensorId::kQ, &Params::q_map}, {TensorId::kK, &Params::k_map}, {TensorId::kV, &Params::v_map}};
+constexpr MappedInput kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
+                                           {TensorId::kK, &Params::k_map},
+                                           {TensorId::kV, &Params::v_map},
+                                           {TensorId::kDout, &Params::dout_map}};
+
+template <typename Visit>
+void for_each_mapped_input(const Problem& p, Visit&& visit) {
+  auto heads = [&](TensorId id) {
+    return id == TensorId::kK || id == TensorId::kV ? p.shape.num_kv_heads : p.shape.num_q_heads;
+  };
+  if (p.operation == Operation::kForward)
+    for (const MappedInput& in : kForwardInputs) visit(in, heads(in.id));
+  else
+    for (const MappedInput& in : kBackwardInputs) visit(in, heads(in.id));
+}
+
+class Sm90Backend final : public core::KernelBackend {
+ public:
+  Backend id() const override { return Backend::kHopper; }
+
+  Status supports(const Problem& p) const override {
+    BLOCKATTN_RETURN_IF_ERROR(core::require_exact_compute_capability(90, "backend kHopper"));
+    if (find_entry(kKernels, p) == nullptr) return no_kernel("kHopper", p);
+    if (p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads)
+      return core::unsupported(
+          "backend kHopper's backward supports num_q_heads == num_kv_heads only (grouped-query attention runs on "
+          "kPortable)");
+    const char* why = nullptr;
+    for_each_mapped_input(p, [&](const MappedInput& in, int heads) {
+      if (why == nullptr) why = tma_layout_problem(p.tensor(in.id), heads);
+    });
+    if (why != nullptr) return core::unsupported("backend kHopper cannot read this layout: ", why);
+    return Status::Ok();
+  }
+
+  Status launch(const Problem& p, const schedule::Schedule& s, cudaStream_t stream) const override {
+    const KernelEntry<Params>* kernel = find_entry(kKernels, p);
+    Params params{};
+    const char* error = nullptr;
+    for_each_mapped_input(p, [&](const MappedInput& in, int heads) {
+      if (error == nullptr)
+        encode_head_tile_map(&(params.*in.map), p.tensor(in.id), p.shape.dtype, p.shape.total_tokens, heads,
+                             p.shape.head_dim, static_cast<uint32_t>(p.shape.block_size), &error);
+    });
+    if (error != nullptr) return core::unsupported("backend kHopper: ", error);
+    params.out = p.tensor(TensorId::kOut);
+    params.dq = p.tensor(TensorId::kDq);
+    params.dk = p.tensor(TensorId::kDk);
+    params.dv = p.tensor(TensorId::kDv);
+    params.attn = attention_params(p, s);
+    const int64_t max_tiles =  // tiles are (block, query head) in both directions
+        schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) * p.shape.num_q_heads;
+    int num_ctas = 0;
+    BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel->ctas_per_sm(), max_tiles, &num_ctas));
+    return core::cuda_status(kernel->launch(params, num_ctas, stream), "launching the kHopper kernel");
+  }
+};
+
+}  // namespace
+
+const core::KernelBackend& backend() {
+  static const Sm90Backend instance;
+  return instance;
+}
+
+}  // namespace blockattn::sm90

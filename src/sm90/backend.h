@@ -1,0 +1,11 @@
+// The sm90 backend ("hopper"): TMA + wgmma kernels, warp-specialized and
+// persistent, for compute capability 9.0 (sm_90a).
+#pragma once
+
+#include "core/kernel_backend.h"
+
+namespace blockattn::sm90 {
+
+const core::KernelBackend& backend();
+
+}  // namespace blockattn::sm90

@@ -1,0 +1,259 @@
+// sm90 backward kernel: the forward's frame (persistent, warp-specialized TMA
+// pipeline) with the five products of the backward on wgmma.
+//
+// Tiles are (block, head) with Hq == Hkv: grouped-query attention runs on the
+// sm80 backward, whose dK/dV accumulate over the group in registers; here
+// the 168 registers a thread has at 3 warpgroups per SM (ptxas allocates for
+// the launch bound) leave no room for accumulators that live across heads.
+//
+//   loader:  TMA copies of Q, K, V and dO of the tile;
+//   tile op: backward_tile, per consumer warpgroup (warp w owns query rows and
+//            key rows [16w, 16w + 16)):
+//     S = Q K^T, dP = dO V^T        wgmma, both operands K-major in shared memory
+//     P = softmax(S), dS = P (dP - rowsum(P dP))   fp32 registers (tile/softmax.cuh)
+//     P, dS -> shared memory, read back transposed (ldmatrix.trans) as A operands
+//     dV = P^T dO, dK = dS^T Q      wgmma, A from registers, B MN-major
+//     dQ = scale dS K               wgmma, A = dS from registers, 64 columns at a time
+// dV leaves through the tile's V buffer, dQ through dO, dK through K, each
+// once no warp reads that buffer any more (which orders the products dV, dQ,
+// dK and keeps one accumulator live at a time). Stores skip rows past the
+// block end.
+#pragma once
+
+#include "common/opaque.cuh"
+#include "sm90/frame.cuh"
+#include "sm90/launch.cuh"
+#include "sm90/loader.cuh"
+#include "sm90/wgmma.cuh"
+#include "tile/hooks.cuh"
+#include "tile/row_io.cuh"
+#include "tile/softmax.cuh"
+#include "tile/tile_coords.cuh"
+
+namespace blockattn::sm90 {
+
+template <typename T, int D, int B>
+struct BackwardConfig {
+  static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
+  static constexpr int kRows = B;  // query rows and key rows of a tile, and the TMA box rows
+  static constexpr int kKeys = B;  // key columns of S, dP, dS
+  using Layout = tile::Chunked<kRows>;
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kChunks = D / tile::kChunkCols;
+  static constexpr int kChunkBytes = Layout::kChunkBytes;
+  static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
+  static constexpr int kStageBytes = 4 * kTileBytes;
+  static constexpr int kStages = (192 * 1024) / kStageBytes;  // 192 KB of tiles: 6 stages at D = 64, 3 at 128
+  static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
+  static constexpr int kScratchBytes = 2 * kProbTileBytes;  // per consumer
+  static constexpr int kSmemBytes =
+      1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 64K
+};
+
+template <typename T, int D, int B>
+struct BackwardSmem {
+  using Cfg = BackwardConfig<T, D, B>;
+  unsigned char* tiles;
+  unsigned char* scratch;
+  Barrier* full;
+  Barrier* empty;
+
+  __device__ explicit BackwardSmem(unsigned char* raw) {
+    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023};
+    tiles = reinterpret_cast<unsigned char*>(aligned);
+    scratch = tiles + Cfg::kStages * Cfg::kStageBytes;
+    full = reinterpret_cast<Barrier*>(scratch + Cfg::kConsumers * Cfg::kScratchBytes);
+    empty = full + Cfg::kStages;
+  }
+  __device__ T* q(int stage) const { return reinterpret_cast<T*>(tiles + stage * Cfg::kStageBytes); }
+  __device__ T* k(int stage) const { return q(stage) + Cfg::kTileBytes / 2; }
+  __device__ T* v(int stage) const { return q(stage) + Cfg::kTileBytes; }
+  __device__ T* dout(int stage) const { return q(stage) + 3 * Cfg::kTileBytes / 2; }
+  __device__ T* probs(int consumer) const { return reinterpret_cast<T*>(scratch + consumer * Cfg::kScratchBytes); }
+  __device__ T* dscores(int consumer) const { return probs(consumer) + Cfg::kProbTileBytes / 2; }
+};
+
+// The operand tiles of one stage, by role (what a prologue hook sees).
+template <typename T, int B>
+struct BackwardOperands {
+  using Layout = tile::Chunked<B>;
+  T* q;
+  T* k;
+  T* v;
+  T* dout;
+};
+
+// A-operand fragments of X^T for this warp's 16 key rows, k-step by k-step,
+// from a kRows x kKeys tile X [query][key] (ldmatrix.trans, as in the sm80
+// gemm_atb). All k-steps are loaded before any wgmma reads them: a register
+// must not change while an in-flight wgmma may still read it.
+template <typename T, int kRows, int kKeys>
+__device__ __forceinline__ tile::OperandA<kRows> transposed_rows(const T* x, int key0, int lane) {
+  using Layout = tile::SwizzledRows<kKeys>;
+  const uint32_t base = tile::smem_u32(x);
+  tile::OperandA<kRows> op;
+#pragma unroll
+  for (int kk = 0; kk < kRows / 16; ++kk)
+    tile::ldmatrix_x4_trans(
+        op.a[kk], tile::smem_addr<Layout>(base, kk * 16 + (lane % 8) + (lane / 16) * 8, key0 + ((lane / 8) % 2) * 8));
+  return op;
+}
+
+// D[warpgroup rows x D] = A (registers, kK = kRows) * B (MN-major tile), the
+// shape of dV = P^T dO and dK = dS^T Q; waits for the result.
+template <typename T, int D, int kRows>
+__device__ __forceinline__ void wgmma_rs_tile(tile::Accumulator<D>& d, tile::OperandA<kRows>& a, uint32_t b_addr) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kRows / 16; ++kk)
+    wgmma_rs<T, D>(d.regs(), a.a[kk], mnmajor_desc(b_addr, kk, kRows), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(d.regs());
+#pragma unroll
+  for (int kk = 0; kk < kRows / 16; ++kk)
+    fence_registers(a.a[kk]);
+}
+
+template <typename T, int D, int B, typename Hooks>
+__device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hooks, const BackwardSmem<T, D, B>& sm,
+                                              const tile::TileCoords& t, int stage, int consumer) {
+  using Cfg = BackwardConfig<T, D, B>;
+  using Layout = typename Cfg::Layout;
+  using ProbLayout = tile::SwizzledRows<Cfg::kKeys>;
+  constexpr int kRows = Cfg::kRows, kKeys = Cfg::kKeys;
+  const uint32_t barrier_id = 1 + consumer;
+  T* probs_tile = sm.probs(consumer);
+  T* dscores_tile = sm.dscores(consumer);
+  const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
+  // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
+  // offsets derived from the thread's position would spill.
+  const int tid = opaque(static_cast<int>(threadIdx.x)) - 128 * (1 + consumer);
+  const int lane = tid % 32, row0 = 16 * (tid / 32);
+  const int valid = t.block.row_count;
+  const BackwardOperands<T, B> ops{sm.q(stage), sm.k(stage), sm.v(stage), sm.dout(stage)};
+  const uint32_t q_addr = tile::smem_u32(ops.q), k_addr = tile::smem_u32(ops.k);
+  const uint32_t v_addr = tile::smem_u32(ops.v), dout_addr = tile::smem_u32(ops.dout);
+  if (valid < kRows) {  // every product must see zeros past the block end
+    tile::zero_rows_from<Layout, kRows, D, 128>(ops.q, valid, tid);
+    tile::zero_rows_from<Layout, kRows, D, 128>(ops.k, valid, tid);
+    tile::zero_rows_from<Layout, kRows, D, 128>(ops.v, valid, tid);
+    tile::zero_rows_from<Layout, kRows, D, 128>(ops.dout, valid, tid);
+  }
+  hooks.prologue(ops, t, tid);
+  if (valid < kRows || Hooks::kModifiesOperands) {
+    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    named_barrier_sync(barrier_id, 128);
+  }
+
+  // S = Q K^T and dP = dO V^T.
+  tile::Accumulator<kKeys> s, ds;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc(q_addr, kk, kRows), kmajor_desc(k_addr, kk, kRows), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, kKeys>(ds.regs(), kmajor_desc(dout_addr, kk, kRows), kmajor_desc(v_addr, kk, kRows), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s.regs());
+  fence_registers(ds.regs());
+
+  // P (normalized; rows past the block end zeroed) and dS, in place.
+  float row_sum[2];
+  tile::exp_rows_masked(s, valid, p.attn.scale_log2, row_sum, lane);
+  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
+  tile::stage_rows<ProbLayout, T>(s, one, probs_tile, row0, 0, lane);
+  tile::stage_rows<ProbLayout, T>(ds, one, dscores_tile, row0, 0, lane);
+  tile::OperandA<kKeys> ds_op = tile::to_operand<T>(ds);
+  named_barrier_sync(barrier_id, 128);  // P and dS of all rows are in place; S and dP are done with V
+
+  // dV = P^T dO, staged in this warp's key rows of V.
+  {
+    tile::OperandA<kRows> pt = transposed_rows<T, kRows, kKeys>(probs_tile, row0, lane);
+    tile::Accumulator<D> dv;
+    wgmma_rs_tile<T, D, kRows>(dv, pt, dout_addr);
+    hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
+    tile::stage_rows<Layout, T>(dv, one, ops.v, row0, 0, lane);
+    __syncwarp();
+    tile::store_rows<Layout, D>(ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride,
+                                valid, lane);
+  }
+
+  named_barrier_sync(barrier_id, 128);  // no warp's dV product reads dO any more: dQ is staged there
+
+  // dQ = scale dS K, 64 columns at a time (B = one 64-column chunk of K).
+#pragma unroll
+  for (int c = 0; c < Cfg::kChunks; ++c) {
+    tile::Accumulator<tile::kChunkCols> dq;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      fence_registers(ds_op.a[kk]);
+      wgmma_rs<T, tile::kChunkCols>(dq.regs(), ds_op.a[kk], mnmajor_desc(k_addr + c * Cfg::kChunkBytes, kk, kRows),
+                                    kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(dq.regs());
+    hooks.epilogue(tile::Output::kDq, dq, t, row0, c * tile::kChunkCols, lane);
+    tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * tile::kChunkCols, lane);
+  }
+  __syncwarp();
+  tile::store_rows<Layout, D>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
+                              lane);
+  named_barrier_sync(barrier_id, 128);  // no warp's dQ product reads K any more: dK is staged there
+
+  // dK = scale dS^T Q.
+  {
+    tile::OperandA<kRows> dst = transposed_rows<T, kRows, kKeys>(dscores_tile, row0, lane);
+    tile::Accumulator<D> dk;
+    wgmma_rs_tile<T, D, kRows>(dk, dst, q_addr);
+    hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
+    tile::stage_rows<Layout, T>(dk, scale, ops.k, row0, 0, lane);
+    __syncwarp();
+    tile::store_rows<Layout, D>(ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride,
+                                valid, lane);
+  }
+}
+
+template <typename T, int D, int B, typename Hooks = tile::NoHooks>
+__global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
+    backward_kernel(const __grid_constant__ Params p) {
+  using Cfg = BackwardConfig<T, D, B>;
+  extern __shared__ unsigned char smem_raw[];
+  const BackwardSmem<T, D, B> sm(smem_raw);
+  const Hooks hooks{};
+  const int num_tiles = *p.attn.schedule.block_count * p.attn.num_q_heads;  // Hq == Hkv
+  auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
+  run_warp_specialized<Cfg>(
+      sm.full, sm.empty,
+      [&] {
+        produce_tiles<Cfg>(sm.full, sm.empty, num_tiles, coords_of,
+                           [&](const tile::TileCoords& t, int stage, Barrier& full) {
+                             const TmaTile tiles[4] = {{&p.q_map, t.q_head, sm.q(stage)},
+                                                       {&p.k_map, t.kv_head, sm.k(stage)},
+                                                       {&p.v_map, t.kv_head, sm.v(stage)},
+                                                       {&p.dout_map, t.q_head, sm.dout(stage)}};
+                             load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
+                           });
+      },
+      [&](int consumer) {
+        consume_tiles<Cfg>(sm.full, sm.empty, num_tiles, consumer, coords_of,
+                           [&](const tile::TileCoords& t, int stage) {
+                             backward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
+                           });
+      });
+}
+
+template <typename T, int D, int B>
+struct KernelOf<Operation::kBackward, T, D, B> {
+  using Params = sm90::Params;
+  using Config = BackwardConfig<T, D, B>;
+  static constexpr auto kernel = backward_kernel<T, D, B>;
+};
+
+}  // namespace blockattn::sm90

@@ -1,0 +1,168 @@
+// sm90 forward kernel: persistent, warp-specialized, TMA + wgmma.
+//
+//   frame:   frame.cuh, one producer and two consumer warpgroups per CTA, one
+//            CTA per SM, a ring of kStages {Q, K, V} stages;
+//   loader:  TMA copies of the tile's Q (query head) and K, V (its KV head);
+//   tile op: forward_tile, per consumer warpgroup: S = Q K^T (wgmma, both
+//            operands in shared memory), exact softmax in fp32 registers,
+//            O = P V (wgmma, P from registers, V transposed from shared
+//            memory), normalization; O is staged in the tile's own Q buffer
+//            and leaves with 16-byte stores that skip rows past the block end.
+// The workload is memory-bound (32 FLOP/byte): all the design is about keeping
+// kStages tiles of loads in flight per SM from the first tile to the last.
+#pragma once
+
+#include "sm90/frame.cuh"
+#include "sm90/launch.cuh"
+#include "sm90/loader.cuh"
+#include "sm90/wgmma.cuh"
+#include "tile/hooks.cuh"
+#include "tile/row_io.cuh"
+#include "tile/softmax.cuh"
+#include "tile/tile_coords.cuh"
+
+namespace blockattn::sm90 {
+
+template <typename T, int D, int B>
+struct ForwardConfig {
+  static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
+  static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
+  static constexpr int kKeys = B;  // key columns of S
+  using Layout = tile::Chunked<kRows>;
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kChunks = D / tile::kChunkCols;  // 64-column chunks per row
+  static constexpr int kChunkBytes = Layout::kChunkBytes;
+  static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V
+  static constexpr int kStageBytes = 3 * kTileBytes;
+  static constexpr int kStages = (192 * 1024) / kStageBytes;  // 192 KB of tiles: 8 stages at D = 64, 4 at 128
+  static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
+  static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
+  // 128 x 40 + 256 x 232 <= 64K registers. The producer needs ~40 for its
+  // TMA coordinates without spilling.
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+};
+
+// Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
+template <typename T, int D, int B>
+struct ForwardSmem {
+  using Cfg = ForwardConfig<T, D, B>;
+  unsigned char* tiles;
+  Barrier* full;   // producer -> consumer: the stage's bytes have landed
+  Barrier* empty;  // consumer -> producer: the stage may be refilled
+
+  __device__ explicit ForwardSmem(unsigned char* raw) {
+    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023};
+    tiles = reinterpret_cast<unsigned char*>(aligned);
+    full = reinterpret_cast<Barrier*>(tiles + Cfg::kStages * Cfg::kStageBytes);
+    empty = full + Cfg::kStages;
+  }
+  __device__ T* q(int stage) const { return reinterpret_cast<T*>(tiles + stage * Cfg::kStageBytes); }
+  __device__ T* k(int stage) const { return q(stage) + Cfg::kTileBytes / 2; }
+  __device__ T* v(int stage) const { return q(stage) + Cfg::kTileBytes; }
+};
+
+// The operand tiles of one stage, by role (what a prologue hook sees).
+template <typename T, int B>
+struct ForwardOperands {
+  using Layout = tile::Chunked<B>;
+  T* q;
+  T* k;
+  T* v;
+};
+
+template <typename T, int D, int B, typename Hooks>
+__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<T, D, B>& sm,
+                                             const tile::TileCoords& t, int stage, int consumer) {
+  using Cfg = ForwardConfig<T, D, B>;
+  using Layout = typename Cfg::Layout;
+  constexpr int kKeys = Cfg::kKeys;
+  const int tid = threadIdx.x - 128 * (1 + consumer);
+  const int lane = tid % 32, row0 = 16 * (tid / 32);
+  const uint32_t barrier_id = 1 + consumer;
+  const int valid = t.block.row_count;
+  const ForwardOperands<T, B> ops{sm.q(stage), sm.k(stage), sm.v(stage)};
+  if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
+    tile::zero_rows_from<Layout, Cfg::kRows, D, 128>(ops.v, valid, tid);
+  }
+  hooks.prologue(ops, t, tid);
+  if (valid < Cfg::kRows || Hooks::kModifiesOperands) {
+    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    named_barrier_sync(barrier_id, 128);
+  }
+
+  // S = Q K^T over D / 16 steps.
+  const uint32_t q_addr = tile::smem_u32(ops.q), k_addr = tile::smem_u32(ops.k);
+  tile::Accumulator<kKeys> s;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc(q_addr, kk, Cfg::kRows), kmajor_desc(k_addr, kk, Cfg::kRows), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s.regs());
+
+  float row_sum[2];
+  tile::exp_rows_masked(s, valid, p.attn.scale_log2, row_sum, lane);
+  tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
+
+  // O = P V over the block's keys; V is the transposed (MN-major) B operand.
+  const uint32_t v_addr = tile::smem_u32(ops.v);
+  tile::Accumulator<D> o;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    fence_registers(probs.a[kk]);
+    wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc(v_addr, kk, Cfg::kRows), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(o.regs());
+  hooks.epilogue(tile::Output::kOut, o, t, row0, 0, lane);
+
+  // Normalize and stage O in this warp's rows of the Q buffer, once every
+  // warp of the group is past S (the wgmma read all of Q), then store the
+  // rows that belong to the block.
+  named_barrier_sync(barrier_id, 128);
+  tile::stage_rows<Layout, T>(o, tile::inverse(row_sum), ops.q, row0, 0, lane);
+  __syncwarp();
+  tile::store_rows<Layout, D>(ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride, valid,
+                              lane);
+}
+
+template <typename T, int D, int B, typename Hooks = tile::NoHooks>
+__global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
+    forward_kernel(const __grid_constant__ Params p) {
+  using Cfg = ForwardConfig<T, D, B>;
+  extern __shared__ unsigned char smem_raw[];
+  const ForwardSmem<T, D, B> sm(smem_raw);
+  const Hooks hooks{};
+  const int num_tiles = *p.attn.schedule.block_count * p.attn.num_q_heads;
+  auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
+  run_warp_specialized<Cfg>(
+      sm.full, sm.empty,
+      [&] {
+        produce_tiles<Cfg>(sm.full, sm.empty, num_tiles, coords_of,
+                           [&](const tile::TileCoords& t, int stage, Barrier& full) {
+                             const TmaTile tiles[3] = {{&p.q_map, t.q_head, sm.q(stage)},
+                                                       {&p.k_map, t.kv_head, sm.k(stage)},
+                                                       {&p.v_map, t.kv_head, sm.v(stage)}};
+                             load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
+                           });
+      },
+      [&](int consumer) {
+        consume_tiles<Cfg>(sm.full, sm.empty, num_tiles, consumer, coords_of,
+                           [&](const tile::TileCoords& t, int stage) {
+                             forward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
+                           });
+      });
+}
+
+template <typename T, int D, int B>
+struct KernelOf<Operation::kForward, T, D, B> {
+  using Params = sm90::Params;
+  using Config = ForwardConfig<T, D, B>;
+  static constexpr auto kernel = forward_kernel<T, D, B>;
+};
+
+}  // namespace blockattn::sm90

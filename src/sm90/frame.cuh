@@ -1,0 +1,81 @@
+// The frame every sm90 kernel runs in: a persistent, warp-specialized CTA of
+// one producer warpgroup and Cfg::kConsumers consumer warpgroups around a ring
+// of Cfg::kStages shared-memory stages.
+//
+//   producer (thread 0 of warpgroup 0): for each of the CTA's tiles, waits
+//     until the tile's stage is free, announces its bytes and calls
+//     load(coords, stage, full_barrier) (loader.cuh issues the TMA copies);
+//   consumer c (warpgroup 1 + c): takes every kConsumers-th of the CTA's
+//     tiles, waits until its stage has landed, calls op(coords, stage) and
+//     hands the stage back.
+// A kernel is this frame + a loader + a tile operation.
+#pragma once
+
+#include "sm90/sync.cuh"
+
+namespace blockattn::sm90 {
+
+// Initializes the ring's barriers (a stage is released by one arrival from
+// each of the 4 warps of the consumer that read it), then runs `producer()` on
+// warpgroup 0 and `consumer(c)` on warpgroup 1 + c, each role with its register
+// budget (setmaxnreg: one role per branch).
+template <typename Cfg, typename Producer, typename Consumer>
+__device__ __forceinline__ void run_warp_specialized(Barrier* full, Barrier* empty, Producer&& producer,
+                                                     Consumer&& consumer) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      full[s].init(1);
+      empty[s].init(4);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    set_max_registers_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) producer();
+  } else {
+    set_max_registers_inc<Cfg::kConsumerRegs>();
+    consumer(warpgroup - 1);
+  }
+}
+
+// A consumer warp hands its stage back to the producer: its generic-proxy
+// writes to the stage (zeroed tails, staged outputs) are ordered before the
+// producer's next TMA writes to it.
+__device__ __forceinline__ void release_stage(Barrier& empty, int lane) {
+  fence_async_shared();
+  __syncwarp();
+  if (lane == 0) empty.arrive();
+}
+
+// The producer's walk over the CTA's tiles (tile = blockIdx.x + i * gridDim.x).
+template <typename Cfg, typename CoordsOf, typename Load>
+__device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
+                                              Load&& load) {
+  int i = 0;
+  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, ++i) {
+    const auto slot = RingSlot<Cfg::kStages>::of(i);
+    empty[slot.stage].wait(slot.empty_parity());
+    const auto coords = coords_of(tile);
+    full[slot.stage].arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
+    load(coords, slot.stage, full[slot.stage]);
+  }
+}
+
+// Consumer c's walk: the CTA's tiles c, c + kConsumers, ... in the producer's order.
+template <typename Cfg, typename CoordsOf, typename TileOp>
+__device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int num_tiles, int consumer,
+                                              CoordsOf&& coords_of, TileOp&& op) {
+  int i = consumer;
+  for (int tile = blockIdx.x + consumer * gridDim.x; tile < num_tiles;
+       tile += Cfg::kConsumers * gridDim.x, i += Cfg::kConsumers) {
+    const auto slot = RingSlot<Cfg::kStages>::of(i);
+    const auto coords = coords_of(tile);  // the schedule read overlaps the wait
+    full[slot.stage].wait(slot.full_parity());
+    op(coords, slot.stage);
+    release_stage(empty[slot.stage], threadIdx.x % 32);
+  }
+}
+
+}  // namespace blockattn::sm90

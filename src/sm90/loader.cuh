@@ -1,0 +1,35 @@
+// The sm90 loader: TMA copies of one block's rows of several [T, H, D]
+// tensors into chunked shared-memory tiles (tile::Chunked), all completing on
+// the stage's `full` barrier. Rows past T read as zeros.
+#pragma once
+
+#include <cuda.h>
+
+#include "sm90/sync.cuh"
+#include "tile/smem_layout.cuh"
+
+namespace blockattn::sm90 {
+
+// One tile to fill: its tensor map, the head to read and where it goes.
+struct TmaTile {
+  const CUtensorMap* map;
+  int head;
+  void* dst;
+};
+
+// Issues the copies chunk by chunk (all tensors' chunk 0, then chunk 1, ...),
+// for rows [row_begin, row_begin + box rows) of each tile's head.
+template <int kChunks, int kChunkBytes, int kN>
+__device__ __forceinline__ void load_block_tiles(const TmaTile (&tiles)[kN], int32_t row_begin, Barrier& full) {
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      const int32_t at[3] = {c * tile::kChunkCols, tiles[n].head, row_begin};
+      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                static_cast<unsigned char*>(tiles[n].dst) + c * kChunkBytes, tiles[n].map, at,
+                                &full.word);
+    }
+}
+
+}  // namespace blockattn::sm90

@@ -1,0 +1,67 @@
+// Hopper synchronization vocabulary: mbarriers and async-proxy fences through
+// libcu++ (cuda::ptx), plus what it lacks (named barriers, setmaxnreg) as
+// inline PTX. Device code here needs sm_90.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda/ptx>
+
+namespace blockattn::sm90 {
+
+namespace ptx = cuda::ptx;
+
+// A shared-memory mbarrier used as a phase-tracking pipeline slot.
+struct Barrier {
+  uint64_t word;
+
+  __device__ void init(uint32_t arrivals) { ptx::mbarrier_init(&word, arrivals); }
+  // Producer: one arrival that also announces `bytes` of incoming TMA data.
+  __device__ void arrive_expect_tx(uint32_t bytes) {
+    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &word, bytes);
+  }
+  __device__ void arrive() { ptx::mbarrier_arrive(&word); }
+  // Blocks until the phase with this parity has completed.
+  __device__ void wait(uint32_t parity) {
+    while (!ptx::mbarrier_try_wait_parity(&word, parity)) {
+    }
+  }
+};
+
+// Item i of a ring of kStages stages: its stage, and the parities to wait on.
+// A fresh mbarrier counts as having completed the phase before phase 0, so
+// the producer's first round through the ring does not wait.
+template <int kStages>
+struct RingSlot {
+  int stage;
+  uint32_t phase;
+
+  __device__ static RingSlot of(int item) { return {item % kStages, static_cast<uint32_t>((item / kStages) & 1)}; }
+  __device__ uint32_t full_parity() const { return phase; }       // consumer waits for the data
+  __device__ uint32_t empty_parity() const { return phase ^ 1; }  // producer waits for the release
+};
+
+// Makes mbarrier initialization visible to the async proxy (TMA).
+__device__ __forceinline__ void fence_barrier_init() { ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); }
+
+// Orders this thread's generic-proxy shared-memory writes before later
+// async-proxy (TMA, wgmma) accesses of the same memory.
+__device__ __forceinline__ void fence_async_shared() { ptx::fence_proxy_async(ptx::space_shared); }
+
+// Barrier among `threads` threads (a multiple of 32) using hardware barrier `id`
+// (0 is __syncthreads).
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Register budget per thread of the calling warpgroup (sm_90a).
+template <uint32_t kRegs>
+__device__ __forceinline__ void set_max_registers_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <uint32_t kRegs>
+__device__ __forceinline__ void set_max_registers_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+}  // namespace blockattn::sm90

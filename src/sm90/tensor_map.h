@@ -1,0 +1,25 @@
+// TMA tensor maps over strided [T, H, D] tensors, encoded on the host through
+// the driver's cuTensorMapEncodeTiled (fetched with
+// cudaGetDriverEntryPointByVersion: no link against libcuda).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+
+#include "blockattn/blockattn.h"
+
+namespace blockattn::sm90 {
+
+// Why TMA cannot address this view (a static message), or null when it can.
+// Checked on the host before the sm90 backend accepts a problem.
+const char* tma_layout_problem(const TensorView& t, int heads);
+
+// Encodes a rank-3 map (columns, heads, tokens) with 128-byte swizzle and a box
+// of 64 columns (128 bytes, the swizzle width, one tile::Chunked chunk) x 1
+// head x `box_rows` tokens. Out of range rows read as zeros. Returns false,
+// with `error` set, if the driver rejects the layout.
+bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
+                          uint32_t box_rows, const char** error);
+
+}  // namespace blockattn::sm90

@@ -1,0 +1,142 @@
+// wgmma (sm_90a) for the attention tiles: shared-memory matrix descriptors
+// for 128-byte-swizzled tiles, and the product shapes the kernels need.
+// libcu++ has no wgmma wrapper, hence the inline PTX; everything here is
+// issued by a whole warpgroup.
+//
+// Tiles have the tile::Chunked layout: 64-column chunks of [rows][128 bytes]
+// (what a TMA box of 64 x 16-bit columns with 128-byte swizzle writes), each
+// chunk 1024-byte aligned so the descriptor's base offset stays 0.
+//  - K-major operand (Q or K for S = Q K^T): one k16 step is 32 bytes further
+//    along a row; steps 4..7 of a 128-wide K live in the next chunk. Stride
+//    byte offset = 1024 (8 rows x 128 B); the leading offset is unused.
+//  - MN-major operand (V for O = P V, transposed B): one k16 step is 16 rows =
+//    2048 bytes further; the leading offset (next 64 N-columns) is the chunk
+//    size, the stride offset (next 8 K-rows) 1024.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "tile/smem_layout.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "sm90/ sources are compiled for sm_90a only (wgmma, setmaxnreg)"
+#endif
+
+namespace blockattn::sm90 {
+
+using tile::kChunkRowBytes;
+
+__device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes) {
+  uint64_t desc = (smem_addr & 0x3FFFF) >> 4;
+  desc |= static_cast<uint64_t>((leading_bytes & 0x3FFFF) >> 4) << 16;
+  desc |= static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32;
+  desc |= uint64_t{1} << 62;  // 128-byte swizzle
+  return desc;
+}
+
+// Descriptor of k16 step `kk` of a K-major tile with `rows` rows per chunk.
+__device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int kk, int rows) {
+  const uint32_t chunk_bytes = rows * kChunkRowBytes;
+  const uint32_t addr = tile_addr + (kk / 4) * chunk_bytes + (kk % 4) * 32;
+  return make_smem_desc(addr, 16, 8 * kChunkRowBytes);
+}
+
+// Descriptor of k16 step `kk` of an MN-major tile with `rows` (K) rows per chunk.
+__device__ __forceinline__ uint64_t mnmajor_desc(uint32_t tile_addr, int kk, int rows) {
+  return make_smem_desc(tile_addr + kk * 16 * kChunkRowBytes, rows * kChunkRowBytes, 8 * kChunkRowBytes);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Keeps the compiler from moving accesses to accumulator registers across the
+// asynchronous window between a wgmma and its wait.
+template <int kN>
+__device__ __forceinline__ void fence_registers(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+    asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int kN>
+__device__ __forceinline__ void fence_registers(uint32_t (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+    asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// accumulate = 0 overwrites D (D = A B), 1 adds to it.
+//
+// D[64 x kN] += A * B^T with A (64 x 16) and B (kN x 16) both K-major in
+// shared memory (S = Q K^T). Accumulator layout: register 4j + e of lane l in
+// warp w holds row 16w + l/4 + 8(e/2), column 8j + 2(l%4) + e%2.
+template <typename T, int kN>
+__device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, int accumulate);
+
+// D[64 x kN] += A * B with A (64 x 16) in registers (the mma.sync A-fragment
+// layout per warp) and B (16 x kN) MN-major in shared memory (O = P V).
+template <typename T, int kN>
+__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate);
+
+// The specializations differ only in the PTX type name and the operand
+// numbering; the register lists are spelled out once per accumulator size.
+#define BLOCKATTN_ACC32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define BLOCKATTN_ACC64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define BLOCKATTN_ACC32_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define BLOCKATTN_ACC64_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+#define BLOCKATTN_WGMMA_SS_N64(CppType, PtxType) \
+  template <> \
+  __device__ __forceinline__ void wgmma_ss<CppType, 64>(float(&d)[32], uint64_t desc_a, uint64_t desc_b, \
+                                                        int accumulate) { \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." PtxType "." PtxType " " BLOCKATTN_ACC32 \
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
+                 : BLOCKATTN_ACC32_OPERANDS(d) \
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
+  }
+
+#define BLOCKATTN_WGMMA_RS_N64(CppType, PtxType) \
+  template <> \
+  __device__ __forceinline__ void wgmma_rs<CppType, 64>(float(&d)[32], const uint32_t(&a)[4], uint64_t desc_b, \
+                                                         int accumulate) { \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." PtxType "." PtxType " " BLOCKATTN_ACC32 \
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
+                 : BLOCKATTN_ACC32_OPERANDS(d) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
+  }
+
+#define BLOCKATTN_WGMMA_RS_N128(CppType, PtxType) \
+  template <> \
+  __device__ __forceinline__ void wgmma_rs<CppType, 128>(float(&d)[64], const uint32_t(&a)[4], uint64_t desc_b, \
+                                                         int accumulate) { \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." PtxType "." PtxType " " BLOCKATTN_ACC64 \
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
+                 : BLOCKATTN_ACC64_OPERANDS(d) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
+  }
+
+BLOCKATTN_WGMMA_SS_N64(__nv_bfloat16, "bf16")
+BLOCKATTN_WGMMA_SS_N64(__half, "f16")
+BLOCKATTN_WGMMA_RS_N64(__nv_bfloat16, "bf16")
+BLOCKATTN_WGMMA_RS_N64(__half, "f16")
+BLOCKATTN_WGMMA_RS_N128(__nv_bfloat16, "bf16")
+BLOCKATTN_WGMMA_RS_N128(__half, "f16")
+
+#undef BLOCKATTN_WGMMA_SS_N64
+#undef BLOCKATTN_WGMMA_RS_N64
+#undef BLOCKATTN_WGMMA_RS_N128
+#undef BLOCKATTN_ACC32
+#undef BLOCKATTN_ACC64
+#undef BLOCKATTN_ACC32_OPERANDS
+#undef BLOCKATTN_ACC64_OPERANDS
+
+}  // namespace blockattn::sm90

@@ -1,0 +1,58 @@
+// Moving a warp's 16 rows between accumulators, shared-memory tiles and global
+// memory, for any tile layout (smem_layout.cuh). Outputs leave this way in
+// every kernel: staged as 16-bit rows in a tile no one reads any more, then
+// 16-byte stores that skip rows past the block's end, so nothing outside a
+// block is ever written.
+#pragma once
+
+#include "tile/fragments.cuh"
+#include "tile/smem_layout.cuh"
+
+namespace blockattn::tile {
+
+// Writes a warp's 16 x kN accumulator rows (rows row0.., columns col0..),
+// scaled per row, rounded to T, into a tile.
+template <typename Layout, typename T, int kN>
+__device__ __forceinline__ void stage_rows(const Accumulator<kN>& acc, const RowScale& scale, T* tile, int row0,
+                                           int col0, int lane) {
+  const int r = row0 + lane / 4;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const int col = col0 + 8 * j + 2 * (lane % 4);
+    *reinterpret_cast<uint32_t*>(tile + Layout::offset(r, col)) =
+        pack2<T>(acc.c[j][0] * scale.row[0], acc.c[j][1] * scale.row[0]);
+    *reinterpret_cast<uint32_t*>(tile + Layout::offset(r + 8, col)) =
+        pack2<T>(acc.c[j][2] * scale.row[1], acc.c[j][3] * scale.row[1]);
+  }
+}
+
+// Stores a warp's 16 staged rows [row0, row0 + 16) of a kCols-wide tile to
+// `dst` (rows `row_stride` elements apart) with 16-byte stores, skipping rows
+// at or past valid_rows.
+template <typename Layout, int kCols, typename T>
+__device__ __forceinline__ void store_rows(const T* tile, int row0, T* dst, int64_t row_stride, int valid_rows,
+                                           int lane) {
+  constexpr int kUnitsPerRow = kCols / 8;
+#pragma unroll
+  for (int round = 0; round < kUnitsPerRow / 2; ++round) {  // 16 rows x kUnitsPerRow units over 32 lanes
+    const int u = round * 32 + lane;
+    const int row = row0 + u / kUnitsPerRow, col = (u % kUnitsPerRow) * 8;
+    if (row < valid_rows)
+      *reinterpret_cast<uint4*>(dst + row * row_stride + col) =
+          *reinterpret_cast<const uint4*>(tile + Layout::offset(row, col));
+  }
+}
+
+// Zeroes rows [valid_rows, kRows) of a kCols-wide tile with kThreads threads
+// (`tid` in [0, kThreads)). Rows past a block's end hold the next sequence's
+// values (or TMA zeros); products must see zeros there, since 0 * inf is NaN.
+template <typename Layout, int kRows, int kCols, int kThreads, typename T>
+__device__ __forceinline__ void zero_rows_from(T* tile, int valid_rows, int tid) {
+  constexpr int kUnitsPerRow = kCols / 8;
+  for (int u = tid; u < (kRows - valid_rows) * kUnitsPerRow; u += kThreads) {
+    const int row = valid_rows + u / kUnitsPerRow, col = (u % kUnitsPerRow) * 8;
+    *reinterpret_cast<uint4*>(tile + Layout::offset(row, col)) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+}  // namespace blockattn::tile

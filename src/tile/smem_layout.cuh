@@ -1,0 +1,67 @@
+// Shared-memory tile layouts of 16-bit elements, and the fragment loads from
+// them that every architecture here has (ldmatrix, sm_75+).
+//
+// A layout is a type with a static offset(row, col) (in elements; col a
+// multiple of 8 or within one 16-byte unit). Both XOR the 16-byte unit index
+// with row % 8, so the eight row addresses of an ldmatrix and a warp's 16-byte
+// accesses fall in distinct banks:
+//   SwizzledRows<kCols>  rows of kCols elements, one after another (cp.async
+//                        tiles of the sm80 kernels, P/dS scratch everywhere);
+//   Chunked<kRows>       64-column chunks of [kRows][128 bytes], each 1024-byte
+//                        aligned: what a TMA box with 128-byte swizzle writes
+//                        and what wgmma descriptors address (sm90 kernels).
+#pragma once
+
+#include <cstdint>
+
+namespace blockattn::tile {
+
+template <int kCols>
+struct SwizzledRows {
+  static_assert(kCols % 64 == 0, "a swizzled row needs at least eight 16-byte units");
+  static constexpr int kUnitsPerRow = kCols / 8;
+
+  __device__ static __forceinline__ int offset(int row, int col) {
+    return row * kCols + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+  }
+};
+
+inline constexpr int kChunkCols = 64;  // 16-bit elements per 128-byte chunk row
+inline constexpr int kChunkRowBytes = 128;
+
+template <int kRows>
+struct Chunked {
+  static constexpr int kChunkElems = kRows * kChunkCols;
+  static constexpr int kChunkBytes = kRows * kChunkRowBytes;
+
+  __device__ static __forceinline__ int offset(int row, int col) {
+    const int in_chunk = col % kChunkCols;
+    return (col / kChunkCols) * kChunkElems + row * kChunkCols + (((in_chunk / 8) ^ (row % 8)) * 8) + in_chunk % 8;
+  }
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Byte address of (row, col) of a tile in the shared window.
+template <typename Layout>
+__device__ __forceinline__ uint32_t smem_addr(uint32_t base, int row, int col) {
+  return base + 2u * static_cast<uint32_t>(Layout::offset(row, col));
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+
+// Same, each matrix transposed on the way into registers.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+
+}  // namespace blockattn::tile

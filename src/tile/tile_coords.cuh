@@ -1,0 +1,40 @@
+// Where a tile lives: which block of the schedule, which heads, and the
+// addresses of a head's rows of that block in a strided [T, H, D] tensor.
+//
+// Tiles run block-major over heads (tile = block_index * heads + head), so the
+// query heads of one KV group are neighbours and find K and V in L2.
+#pragma once
+
+#include "common/attention_params.h"
+
+namespace blockattn::tile {
+
+struct TileCoords {
+  schedule::BlockDesc block;
+  int q_head, kv_head;
+
+  // A tile per (block, query head): the forward, and any backward with Hq == Hkv.
+  __device__ static TileCoords per_query_head(const AttentionParams& p, int tile) {
+    const int block_index = tile / p.num_q_heads;
+    const int q_head = tile - block_index * p.num_q_heads;
+    return {p.schedule.blocks[block_index], q_head, q_head / p.group_size};
+  }
+  // A tile per (block, KV head), covering the group's query heads
+  // kv_head * group_size .. + group_size - 1 (q_head is the first).
+  __device__ static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile) {
+    const int block_index = tile / num_kv_heads;
+    const int kv_head = tile - block_index * num_kv_heads;
+    return {p.schedule.blocks[block_index], kv_head * p.group_size, kv_head};
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ const T* head_rows(const TensorView& t, const schedule::BlockDesc& b, int head) {
+  return static_cast<const T*>(t.data) + b.row_begin * t.token_stride + head * t.head_stride;
+}
+template <typename T>
+__device__ __forceinline__ T* head_rows_out(const TensorView& t, const schedule::BlockDesc& b, int head) {
+  return static_cast<T*>(t.data) + b.row_begin * t.token_stride + head * t.head_stride;
+}
+
+}  // namespace blockattn::tile
