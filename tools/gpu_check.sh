@@ -5,6 +5,11 @@
 #
 #   STEPS="build sass test sanitize bench python compare" tools/gpu_check.sh
 # Logs and JSON go to $OUT (default: gpu_out/).
+#
+# BASELINE=<dir>: a checkout of an earlier version (e.g. `git archive` of a
+# commit into an ignored folder, carried to the GPU machine); the bench step
+# then builds its benchmark too and runs old and new alternately, REPEAT times
+# (default 2), so a change is judged against the same card in the same run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-"build sass test sanitize bench python"}
@@ -58,9 +63,25 @@ if want sanitize; then
 fi
 
 if want bench; then
-  for backend in portable auto; do
-    build/bench/bench_blockattn $BENCH_ARGS --backend $backend --json "$OUT/bench_$backend.json" 2>&1 | tee "$OUT/bench_$backend.log"
-    note bench "$backend: rc=${PIPESTATUS[0]} (table below)"
+  versions=(new)
+  if [ -n "${BASELINE:-}" ]; then
+    if cmake -S "$BASELINE" -B build_baseline -G Ninja -DCMAKE_BUILD_TYPE=Release -DBLOCKATTN_BUILD_TESTS=OFF \
+         >"$OUT/build_baseline.log" 2>&1 && cmake --build build_baseline -j 16 --target bench_blockattn >>"$OUT/build_baseline.log" 2>&1; then
+      versions=(new baseline)
+    else
+      note baseline "build FAILED (build_baseline.log)"
+    fi
+  fi
+  for round in $(seq 1 "${REPEAT:-1}"); do
+    for backend in portable auto; do
+      for version in "${versions[@]}"; do
+        dir=build; [ "$version" = baseline ] && dir=build_baseline
+        tag=${backend}; [ "$version" = baseline ] && tag=${backend}_baseline
+        "$dir"/bench/bench_blockattn $BENCH_ARGS --backend $backend --json "$OUT/bench_${tag}_r$round.json" 2>&1 |
+          tee "$OUT/bench_${tag}_r$round.log"
+        note bench "$tag round $round: rc=${PIPESTATUS[0]}"
+      done
+    done
   done
 fi
 
@@ -87,16 +108,18 @@ fi
 echo
 echo "==== summary ===="
 printf '%s\n' "${summary[@]}"
-for backend in portable auto; do
-  [ -f "$OUT/bench_$backend.log" ] && echo "-- backend: $backend" &&
-    grep -E "^GPU" "$OUT/bench_$backend.log" && sed -n '/^workload/,$p' "$OUT/bench_$backend.log"
+for log in "$OUT"/bench_*_r*.log; do
+  [ -f "$log" ] || continue
+  echo "-- $(basename "$log" .log)"
+  grep -E "^GPU" "$log" | cut -c1-110
+  sed -n '/^workload/,$p' "$log"
 done
 
 # PACK_LOGS=1 (for remote runs that return only a few files): pack the logs
-# into one archive and keep only it and the results.
+# and results into one archive and keep only it and the charts.
 if [ "${PACK_LOGS:-0}" = 1 ]; then
-  tar czf /tmp/gpu_check_logs.tgz -C "$OUT" --exclude sass.txt --exclude '*.png' --exclude '*.json' . &&
-    find "$OUT" -maxdepth 1 -type f ! -name '*.json' ! -name '*.png' -delete &&
+  tar czf /tmp/gpu_check_logs.tgz -C "$OUT" --exclude sass.txt --exclude '*.png' . &&
+    find "$OUT" -maxdepth 1 -type f ! -name '*.png' -delete &&
     mv /tmp/gpu_check_logs.tgz "$OUT/logs.tgz"
 fi
 exit 0
