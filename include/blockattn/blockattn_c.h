@@ -56,10 +56,10 @@ typedef struct {
   int32_t num_q_heads;
   int32_t num_kv_heads;
   int32_t head_dim;
-  int32_t dtype;       /* BLOCKATTN_BF16 or BLOCKATTN_FP16 */
-  int32_t block_size;  /* tokens per attention block; 0 = the default (64) */
-  float softmax_scale; /* 0 = 1/sqrt(head_dim) */
-  int32_t backend;     /* BLOCKATTN_BACKEND_* */
+  int32_t dtype;          /* BLOCKATTN_BF16 or BLOCKATTN_FP16 */
+  int32_t block_size;     /* tokens per attention block; 0 = the default (64) */
+  float softmax_scale;    /* 0 = 1/sqrt(head_dim) */
+  int32_t backend;        /* BLOCKATTN_BACKEND_* */
   const int32_t* offsets; /* device, [num_seqs + 1] */
   blockattn_tensor q, k, v;
   blockattn_tensor out;
@@ -69,7 +69,8 @@ typedef struct {
   void* stream;
 } blockattn_args;
 
-#define BLOCKATTN_ARGS_INIT {sizeof(blockattn_args)}
+#define BLOCKATTN_ARGS_INIT \
+  { sizeof(blockattn_args) }
 
 /* One row of the kernel table (blockattn::KernelConfig). */
 typedef struct {

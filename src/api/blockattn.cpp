@@ -21,11 +21,10 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
   const core::KernelBackend* backend = nullptr;
   BLOCKATTN_RETURN_IF_ERROR(api::choose_backend(p, &backend));
   const Shape& s = p.shape;
-  BLOCKATTN_RETURN_IF_ERROR(
-      core::cuda_status(schedule::build_block_schedule(p.offsets, static_cast<int32_t>(s.num_seqs),
-                                                       static_cast<int32_t>(s.total_tokens), s.block_size, workspace,
-                                                       stream),
-                        "launching the block-schedule kernel"));
+  BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
+      schedule::build_block_schedule(p.offsets, static_cast<int32_t>(s.num_seqs), static_cast<int32_t>(s.total_tokens),
+                                     s.block_size, workspace, stream),
+      "launching the block-schedule kernel"));
   return backend->launch(p, schedule::WorkspaceLayout::schedule(workspace), stream);
 }
 

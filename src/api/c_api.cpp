@@ -103,8 +103,12 @@ extern "C" blockattn_status blockattn_config_at(size_t index, blockattn_config* 
   if (config == nullptr) return fail("blockattn: config must not be null");
   if (index >= n) return fail("blockattn: index must be < blockattn_config_count()");
   const blockattn::KernelConfig& c = rows[index];
-  *config = {static_cast<int32_t>(c.backend), static_cast<int32_t>(c.operation), static_cast<int32_t>(c.dtype),
-             c.head_dim,   c.block_size, c.automatic ? 1 : 0};
+  *config = {static_cast<int32_t>(c.backend),
+             static_cast<int32_t>(c.operation),
+             static_cast<int32_t>(c.dtype),
+             c.head_dim,
+             c.block_size,
+             c.automatic ? 1 : 0};
   set_last_error("");
   return BLOCKATTN_OK;
 }
@@ -112,7 +116,8 @@ extern "C" blockattn_status blockattn_config_at(size_t index, blockattn_config* 
 extern "C" blockattn_status blockattn_forward(const blockattn_args* args) {
   blockattn_args a;
   if (const char* error = read_args(args, &a)) return fail(error);
-  return finish(blockattn::forward(forward_args(a), a.workspace, a.workspace_bytes, static_cast<cudaStream_t>(a.stream)));
+  return finish(
+      blockattn::forward(forward_args(a), a.workspace, a.workspace_bytes, static_cast<cudaStream_t>(a.stream)));
 }
 
 extern "C" blockattn_status blockattn_backward(const blockattn_args* args) {

@@ -107,9 +107,8 @@ Status validate_problem(const Problem& p) {
   for (bool outputs : {false, true})  // inputs first: their messages come first
     for (const TensorRole& r : core::tensor_roles(p.operation))
       if (r.output == outputs)
-        BLOCKATTN_RETURN_IF_ERROR(
-            check_tensor(r.name, p.tensor(r.id), p.shape.total_tokens, core::heads_of(p.shape, r), p.shape.head_dim,
-                         r.output));
+        BLOCKATTN_RETURN_IF_ERROR(check_tensor(r.name, p.tensor(r.id), p.shape.total_tokens, core::heads_of(p.shape, r),
+                                               p.shape.head_dim, r.output));
   return check_no_overlap(p);
 }
 

@@ -46,5 +46,10 @@ inline Status no_kernel(const char* backend, const core::Problem& p) {
 // Expands the generated kernel table into KernelEntry initializers for one
 // architecture `arch` (sm80 or sm90), followed by the terminator.
 #define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto) \
-  {Operation::k##Op, DType::k##DT, D, B, &launch<Operation::k##Op, Type, D, B>, &ctas_per_sm<Operation::k##Op, Type, D, B>},
+  {Operation::k##Op,                                     \
+   DType::k##DT,                                         \
+   D,                                                    \
+   B,                                                    \
+   &launch<Operation::k##Op, Type, D, B>,                \
+   &ctas_per_sm<Operation::k##Op, Type, D, B>},
 #define BLOCKATTN_KERNEL_SKIP(Op, DT, Type, D, B, Auto)

@@ -38,6 +38,6 @@ using LauncherOf = KernelLauncher<typename KernelOf<Op, T, D, B>::Params, Kernel
 // Explicit instantiation of a backend's launch<Op, T, D, B>() and
 // ctas_per_sm<Op, T, D, B>() (declared in its params.h, defined in its
 // launch.cuh) for one table row; used by the generated sources only.
-#define BLOCKATTN_INSTANTIATE_KERNEL(Op, T, D, B)                                                                   \
-  template cudaError_t launch<::blockattn::Operation::k##Op, T, D, B>(const Params&, int, cudaStream_t);          \
+#define BLOCKATTN_INSTANTIATE_KERNEL(Op, T, D, B)                                                        \
+  template cudaError_t launch<::blockattn::Operation::k##Op, T, D, B>(const Params&, int, cudaStream_t); \
   template int ctas_per_sm<::blockattn::Operation::k##Op, T, D, B>();

@@ -19,9 +19,11 @@ constexpr KernelConfig kRows[] = {
 template <typename Field>
 std::string joined_values(Field field) {
   std::set<int> values;
-  for (const KernelConfig& c : kRows) values.insert(field(c));
+  for (const KernelConfig& c : kRows)
+    values.insert(field(c));
   std::string s;
-  for (int v : values) s += (s.empty() ? "" : ", ") + std::to_string(v);
+  for (int v : values)
+    s += (s.empty() ? "" : ", ") + std::to_string(v);
   return s;
 }
 
@@ -55,7 +57,8 @@ std::string built_block_sizes() {
 
 int smallest_block_size() {
   int smallest = kDefaultBlockSize;
-  for (const KernelConfig& c : kRows) smallest = std::min(smallest, c.block_size);
+  for (const KernelConfig& c : kRows)
+    smallest = std::min(smallest, c.block_size);
   return smallest;
 }
 

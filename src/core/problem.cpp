@@ -14,7 +14,7 @@ constexpr TensorRole kForwardRoles[] = {
 };
 
 constexpr TensorRole kBackwardRoles[] = {
-    {TensorId::kQ, "q", true, false},     {TensorId::kK, "k", false, false},  {TensorId::kV, "v", false, false},
+    {TensorId::kQ, "q", true, false},       {TensorId::kK, "k", false, false}, {TensorId::kV, "v", false, false},
     {TensorId::kDout, "dout", true, false}, {TensorId::kDq, "dq", true, true}, {TensorId::kDk, "dk", false, true},
     {TensorId::kDv, "dv", false, true},
 };

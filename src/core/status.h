@@ -51,10 +51,10 @@ inline Status cuda_failure(const char* what) {
   return status(StatusCode::kCudaError, what, ": the CUDA runtime refused without an error code");
 }
 
-#define BLOCKATTN_RETURN_IF_ERROR(expr) \
-  do {                                  \
+#define BLOCKATTN_RETURN_IF_ERROR(expr)   \
+  do {                                    \
     ::blockattn::Status status_ = (expr); \
-    if (!status_.ok()) return status_;  \
+    if (!status_.ok()) return status_;    \
   } while (0)
 
 }  // namespace blockattn::core

@@ -18,8 +18,7 @@ struct MaxOp {
 
 __global__ void __launch_bounds__(kThreads)
     build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
-                                int32_t block_size,
-                                int32_t* __restrict__ block_count, BlockDesc* __restrict__ table) {
+                                int32_t block_size, int32_t* __restrict__ block_count, BlockDesc* __restrict__ table) {
   using Scan = cub::BlockScan<int32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ int32_t seq_begin[kThreads + 1];    // M_b for the chunk, plus one past

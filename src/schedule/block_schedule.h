@@ -56,7 +56,8 @@ struct Schedule {
 struct WorkspaceLayout {
   static constexpr size_t kHeaderBytes = 16;
   static size_t bytes(int64_t num_seqs, int64_t total_tokens, int32_t smallest_block_size) {
-    return kHeaderBytes + sizeof(BlockDesc) * static_cast<size_t>(max_blocks(num_seqs, total_tokens, smallest_block_size));
+    return kHeaderBytes +
+           sizeof(BlockDesc) * static_cast<size_t>(max_blocks(num_seqs, total_tokens, smallest_block_size));
   }
   static Schedule schedule(void* workspace) { return {block_count(workspace), table(workspace)}; }
   static int32_t* block_count(void* workspace) { return static_cast<int32_t*>(workspace); }

@@ -59,9 +59,9 @@ struct BackwardSmem {
 // Gradients for one query head: accumulates this warp's key rows of dK (unscaled)
 // and dV, and writes this warp's rows of dQ. Q and dO of the head are in smem.
 template <typename T, int D, int B, typename Hooks>
-__device__ __forceinline__ void backward_query_head(const Params& p, const Hooks& hooks, const BackwardSmem<T, D, B>& sm,
-                                                    const tile::TileCoords& t, tile::Accumulator<D>& dk,
-                                                    tile::Accumulator<D>& dv) {
+__device__ __forceinline__ void backward_query_head(const Params& p, const Hooks& hooks,
+                                                    const BackwardSmem<T, D, B>& sm, const tile::TileCoords& t,
+                                                    tile::Accumulator<D>& dk, tile::Accumulator<D>& dv) {
   using Cfg = BackwardConfig<T, D, B>;
   constexpr int kKeys = Cfg::kKeys;
   const int tid = opaque(static_cast<int>(threadIdx.x));  // see common/opaque.cuh
@@ -69,14 +69,20 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
   const int valid = t.block.row_count;
 
   // P = softmax(scale * Q K^T) and dP = dO V^T, then dS, all in registers.
-  tile::Accumulator<kKeys> probs, ds;
+  tile::Accumulator<kKeys> probs;
   probs.zero();
   gemm_abt<T, kKeys, D>(probs, sm.q, row0, sm.k, lane);
   float row_sum[2];
   tile::exp_rows_masked(probs, valid, p.attn.scale_log2, row_sum, lane);
-  const tile::RowScale inv = tile::inverse_valid_rows(row_sum, row0, valid, lane);
+  // Where 1/row_sum is formed (before or after the dP product) only moves
+  // ptxas's register allocation; each head dim takes the placement that
+  // measured fewest spill bytes (docs/perf.md, "architecture refactor").
+  tile::RowScale inv;
+  if constexpr (D <= 64) inv = tile::inverse_valid_rows(row_sum, row0, valid, lane);
+  tile::Accumulator<kKeys> ds;
   ds.zero();
   gemm_abt<T, kKeys, D>(ds, sm.dout, row0, sm.v, lane);
+  if constexpr (D > 64) inv = tile::inverse_valid_rows(row_sum, row0, valid, lane);
   tile::softmax_grad_rows(probs, ds, inv);
 
   using ProbLayout = tile::SwizzledRows<kKeys>;

@@ -11,7 +11,7 @@ namespace blockattn::sm80 {
 
 struct Params {
   TensorView q, k, v;
-  TensorView out;            // forward
+  TensorView out;               // forward
   TensorView dout, dq, dk, dv;  // backward
   AttentionParams attn;
 };

@@ -41,9 +41,11 @@ void for_each_mapped_input(const Problem& p, Visit&& visit) {
     return id == TensorId::kK || id == TensorId::kV ? p.shape.num_kv_heads : p.shape.num_q_heads;
   };
   if (p.operation == Operation::kForward)
-    for (const MappedInput& in : kForwardInputs) visit(in, heads(in.id));
+    for (const MappedInput& in : kForwardInputs)
+      visit(in, heads(in.id));
   else
-    for (const MappedInput& in : kBackwardInputs) visit(in, heads(in.id));
+    for (const MappedInput& in : kBackwardInputs)
+      visit(in, heads(in.id));
 }
 
 class Sm90Backend final : public core::KernelBackend {

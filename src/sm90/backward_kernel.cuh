@@ -45,8 +45,8 @@ struct BackwardConfig {
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
   static constexpr int kStages = (192 * 1024) / kStageBytes;  // 192 KB of tiles: 6 stages at D = 64, 3 at 128
-  static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
-  static constexpr int kScratchBytes = 2 * kProbTileBytes;  // per consumer
+  static constexpr int kProbTileBytes = kRows * kKeys * 2;    // P or dS
+  static constexpr int kScratchBytes = 2 * kProbTileBytes;    // per consumer
   static constexpr int kSmemBytes =
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 64K
@@ -179,8 +179,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
     tile::stage_rows<Layout, T>(dv, one, ops.v, row0, 0, lane);
     __syncwarp();
-    tile::store_rows<Layout, D>(ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride,
-                                valid, lane);
+    tile::store_rows<Layout, D>(ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid,
+                                lane);
   }
 
   named_barrier_sync(barrier_id, 128);  // no warp's dV product reads dO any more: dQ is staged there
@@ -215,8 +215,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
     tile::stage_rows<Layout, T>(dk, scale, ops.k, row0, 0, lane);
     __syncwarp();
-    tile::store_rows<Layout, D>(ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride,
-                                valid, lane);
+    tile::store_rows<Layout, D>(ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid,
+                                lane);
   }
 }
 
@@ -242,10 +242,9 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
                            });
       },
       [&](int consumer) {
-        consume_tiles<Cfg>(sm.full, sm.empty, num_tiles, consumer, coords_of,
-                           [&](const tile::TileCoords& t, int stage) {
-                             backward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
-                           });
+        consume_tiles<Cfg>(
+            sm.full, sm.empty, num_tiles, consumer, coords_of,
+            [&](const tile::TileCoords& t, int stage) { backward_tile<T, D, B>(p, hooks, sm, t, stage, consumer); });
       });
 }
 

@@ -151,10 +151,9 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
                            });
       },
       [&](int consumer) {
-        consume_tiles<Cfg>(sm.full, sm.empty, num_tiles, consumer, coords_of,
-                           [&](const tile::TileCoords& t, int stage) {
-                             forward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
-                           });
+        consume_tiles<Cfg>(
+            sm.full, sm.empty, num_tiles, consumer, coords_of,
+            [&](const tile::TileCoords& t, int stage) { forward_tile<T, D, B>(p, hooks, sm, t, stage, consumer); });
       });
 }
 

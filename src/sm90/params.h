@@ -15,8 +15,8 @@ struct Params {
   // the backward.
   CUtensorMap q_map, k_map, v_map, dout_map;
   // Outputs, written with plain 16-byte stores, never past a block's end.
-  TensorView out;               // forward
-  TensorView dq, dk, dv;        // backward
+  TensorView out;         // forward
+  TensorView dq, dk, dv;  // backward
   AttentionParams attn;
 };
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "support/jagged_batch.h"
 #include "reference/reference.h"
+#include "support/jagged_batch.h"
 
 namespace blockattn {
 namespace {

@@ -49,7 +49,7 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
     for (auto& o : offsets)
       o = any(rng);
     if (trial % 2) std::sort(offsets.begin(), offsets.end());  // half valid-looking
-    const int32_t block_size = 32 << (trial % 3);  // 32, 64, 128: the schedule takes any
+    const int32_t block_size = 32 << (trial % 3);              // 32, 64, 128: the schedule takes any
     const auto blocks = reference::block_schedule(offsets, T, block_size);
     ASSERT_LE(static_cast<int64_t>(blocks.size()), schedule::max_blocks(B, T, block_size));
     int32_t prev_end = 0;

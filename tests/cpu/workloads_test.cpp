@@ -39,7 +39,8 @@ TEST(Workloads, LengthsStayInBoundsWithTheRightMean) {
 TEST(Workloads, NamesAreUniqueAndFindable) {
   const auto all = all_workloads();
   EXPECT_EQ(all.size(), 24u);
-  for (const Workload& w : all) EXPECT_EQ(find_workload(all, w.name), &w) << w.name;
+  for (const Workload& w : all)
+    EXPECT_EQ(find_workload(all, w.name), &w) << w.name;
   EXPECT_NE(find_workload(all, "headline-d128"), nullptr);
   EXPECT_EQ(find_workload(all, "no-such-workload"), nullptr);
 }

@@ -434,6 +434,7 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   DeviceBuffer<__nv_bfloat16> grads(3 * 1000 * 2 * 64);
   BackwardArgs b = backward_args(a, make_layout(1000, 2, 64, false), make_layout(1000, 2, 64, false), t.get(),
                                  grads.get(), grads.get() + 1000 * 128, grads.get() + 2 * 1000 * 128);
+  b.options.backend = Backend::kAuto;  // the forward's arguments above ended with kHopper
   ASSERT_TRUE(backward_backend(b, &chosen).ok());
   EXPECT_EQ(chosen, Backend::kPortable);  // head_dim 64
   b.options.backend = Backend::kHopper;

@@ -4,9 +4,9 @@
 
 #include <random>
 
-#include "support/device_buffer.h"
 #include "reference/reference.h"
 #include "schedule/block_schedule.h"
+#include "support/device_buffer.h"
 
 namespace blockattn {
 namespace {
@@ -21,9 +21,8 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
   d_offsets.upload(offsets);
   DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(num_seqs, total_tokens, block_size));
   workspace.poison();
-  ASSERT_EQ(cudaSuccess,
-            schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size, workspace.get(),
-                                           nullptr));
+  ASSERT_EQ(cudaSuccess, schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size,
+                                                        workspace.get(), nullptr));
   const auto raw = workspace.download();
   int32_t count;
   std::memcpy(&count, raw.data(), sizeof(count));

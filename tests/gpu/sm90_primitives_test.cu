@@ -22,7 +22,6 @@ using namespace blockattn::testing;
 using bf16 = __nv_bfloat16;
 constexpr int kD = 128, kRows = 64, kTileElems = kRows * kD;
 
-
 // One warpgroup: TMA-loads Q, K, V tiles (rows [row_begin, row_begin + 64) of
 // head `head`), copies Q back un-swizzled, computes S = Q K^T and O = bf16(S) V.
 __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
@@ -43,12 +42,12 @@ __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_con
     bar.arrive_expect_tx(3 * kTileElems * 2);
     for (int c = 0; c < 2; ++c) {
       const int32_t at[3] = {64 * c, head, row_begin};
-      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, q + c * 64 * kRows,
-                                        &qmap, at, &bar.word);
-      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, k + c * 64 * kRows,
-                                        &kmap, at, &bar.word);
-      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, v + c * 64 * kRows,
-                                        &vmap, at, &bar.word);
+      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, q + c * 64 * kRows, &qmap, at,
+                                      &bar.word);
+      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, k + c * 64 * kRows, &kmap, at,
+                                      &bar.word);
+      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, v + c * 64 * kRows, &vmap, at,
+                                      &bar.word);
     }
   }
   bar.wait(0);
@@ -60,7 +59,7 @@ __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_con
   sm90::wgmma_fence();
   for (int kk = 0; kk < kD / 16; ++kk)
     sm90::wgmma_ss<bf16, 64>(s_regs, sm90::kmajor_desc(tile::smem_u32(q), kk, kRows),
-                               sm90::kmajor_desc(tile::smem_u32(k), kk, kRows), kk > 0);
+                             sm90::kmajor_desc(tile::smem_u32(k), kk, kRows), kk > 0);
   sm90::wgmma_commit();
   sm90::wgmma_wait<0>();
   sm90::fence_registers(s_regs);
@@ -111,8 +110,8 @@ TEST(Sm90Primitives, TmaRoundTripAndWgmmaProducts) {
   const char* err = nullptr;
   DeviceBuffer<bf16>* bufs[3] = {&dq, &dk, &dv};
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(sm90::encode_head_tile_map(&maps[i], TensorView{bufs[i]->get(), H * kD, kD}, DType::kBF16, T, H, kD,
-                                             64, &err))
+    ASSERT_TRUE(
+        sm90::encode_head_tile_map(&maps[i], TensorView{bufs[i]->get(), H * kD, kD}, DType::kBF16, T, H, kD, 64, &err))
         << err;
 
   const int smem = 3 * kTileElems * 2 + 1024;
