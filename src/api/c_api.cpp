@@ -77,6 +77,18 @@ blockattn::BackwardArgs backward_args(const blockattn_args& a) {
   return b;
 }
 
+// The backend the C++ query `query` picks for the call `to_cpp(args)` describes.
+template <typename ToCpp, typename Query>
+blockattn_status query_backend(const blockattn_args* args, int32_t* chosen, ToCpp to_cpp, Query query) {
+  blockattn_args a;
+  if (const char* error = read_args(args, &a)) return fail(error);
+  if (chosen == nullptr) return fail("blockattn: chosen must not be null");
+  blockattn::Backend b = blockattn::Backend::kAuto;
+  const blockattn::Status s = query(to_cpp(a), &b);
+  if (s.ok()) *chosen = static_cast<int32_t>(b);
+  return finish(s);
+}
+
 }  // namespace
 
 extern "C" int blockattn_abi_version(void) { return BLOCKATTN_C_ABI_VERSION; }
@@ -128,21 +140,9 @@ extern "C" blockattn_status blockattn_backward(const blockattn_args* args) {
 }
 
 extern "C" blockattn_status blockattn_forward_backend(const blockattn_args* args, int32_t* chosen) {
-  blockattn_args a;
-  if (const char* error = read_args(args, &a)) return fail(error);
-  if (chosen == nullptr) return fail("blockattn: chosen must not be null");
-  blockattn::Backend b = blockattn::Backend::kAuto;
-  const blockattn::Status s = blockattn::forward_backend(forward_args(a), &b);
-  if (s.ok()) *chosen = static_cast<int32_t>(b);
-  return finish(s);
+  return query_backend(args, chosen, forward_args, blockattn::forward_backend);
 }
 
 extern "C" blockattn_status blockattn_backward_backend(const blockattn_args* args, int32_t* chosen) {
-  blockattn_args a;
-  if (const char* error = read_args(args, &a)) return fail(error);
-  if (chosen == nullptr) return fail("blockattn: chosen must not be null");
-  blockattn::Backend b = blockattn::Backend::kAuto;
-  const blockattn::Status s = blockattn::backward_backend(backward_args(a), &b);
-  if (s.ok()) *chosen = static_cast<int32_t>(b);
-  return finish(s);
+  return query_backend(args, chosen, backward_args, blockattn::backward_backend);
 }

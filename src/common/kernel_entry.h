@@ -7,10 +7,21 @@
 #include <cuda_runtime_api.h>
 
 #include "blockattn/blockattn.h"
+#include "core/device_info.h"
 #include "core/problem.h"
 #include "core/status.h"
 
 namespace blockattn {
+
+// Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy
+// query that also raises the dynamic shared-memory limit once per device; 0
+// if the runtime refused the configuration) of the kernel of one table row.
+// Defined in common/kernel_launcher.cuh, instantiated by the generated
+// sources; backends (plain C++) only take their addresses.
+template <typename Params, Operation Op, typename T, int D, int B>
+cudaError_t launch_kernel(const Params& p, int num_ctas, cudaStream_t stream);
+template <typename Params, Operation Op, typename T, int D, int B>
+int kernel_ctas_per_sm();
 
 template <typename Params>
 struct KernelEntry {
@@ -41,15 +52,24 @@ inline Status no_kernel(const char* backend, const core::Problem& p) {
                            p.shape.block_size, " in this build (supported_configs() lists what it has)");
 }
 
+// Sizes the persistent grid for up to `max_tiles` tiles and launches.
+template <typename Params>
+Status launch_persistent(const KernelEntry<Params>& kernel, const Params& params, int64_t max_tiles,
+                         cudaStream_t stream, const char* what) {
+  int num_ctas = 0;
+  BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm(), max_tiles, &num_ctas));
+  return core::cuda_status(kernel.launch(params, num_ctas, stream), what);
+}
+
 }  // namespace blockattn
 
 // Expands the generated kernel table into KernelEntry initializers for one
-// architecture `arch` (sm80 or sm90), followed by the terminator.
+// backend, in a scope where `Params` names its kernel arguments.
 #define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto) \
   {Operation::k##Op,                                     \
    DType::k##DT,                                         \
    D,                                                    \
    B,                                                    \
-   &launch<Operation::k##Op, Type, D, B>,                \
-   &ctas_per_sm<Operation::k##Op, Type, D, B>},
+   &launch_kernel<Params, Operation::k##Op, Type, D, B>, \
+   &kernel_ctas_per_sm<Params, Operation::k##Op, Type, D, B>},
 #define BLOCKATTN_KERNEL_SKIP(Op, DT, Type, D, B, Auto)

@@ -1,9 +1,9 @@
 // Host side of a persistent kernel: raising its shared-memory limit and reading
-// its occupancy once per device, and the launch itself. Both backends define
-// their launch()/ctas_per_sm() templates through this and instantiate them
-// with BLOCKATTN_INSTANTIATE_KERNEL from the generated per-kernel sources.
+// its occupancy once per device, and the launch itself; the one definition of
+// every backend's launch and occupancy functions (common/kernel_entry.h).
 #pragma once
 
+#include "common/kernel_entry.h"
 #include "core/device_info.h"
 
 namespace blockattn {
@@ -27,17 +27,34 @@ struct KernelLauncher {
   }
 };
 
-// The launcher of kernel KernelOf<Op, T, D, B> (a backend's map from a table
-// row to its kernel function and config).
-template <template <Operation, typename, int, int> class KernelOf, Operation Op, typename T, int D, int B>
-using LauncherOf = KernelLauncher<typename KernelOf<Op, T, D, B>::Params, KernelOf<Op, T, D, B>::kernel,
-                                  KernelOf<Op, T, D, B>::Config::kThreads, KernelOf<Op, T, D, B>::Config::kSmemBytes>;
+// The kernel of one table row: each backend's kernel headers specialize
+// KernelOf<their Params, Op, T, D, B> with the kernel function (`kernel`) and
+// its config (`Config::kThreads`, `Config::kSmemBytes`).
+template <typename Params, Operation Op, typename T, int D, int B>
+struct KernelOf;
+
+template <typename Params, Operation Op, typename T, int D, int B>
+using LauncherOf =
+    KernelLauncher<Params, KernelOf<Params, Op, T, D, B>::kernel, KernelOf<Params, Op, T, D, B>::Config::kThreads,
+                   KernelOf<Params, Op, T, D, B>::Config::kSmemBytes>;
+
+// The definitions of the functions common/kernel_entry.h declares.
+template <typename Params, Operation Op, typename T, int D, int B>
+cudaError_t launch_kernel(const Params& p, int num_ctas, cudaStream_t stream) {
+  return LauncherOf<Params, Op, T, D, B>::launch(p, num_ctas, stream);
+}
+
+template <typename Params, Operation Op, typename T, int D, int B>
+int kernel_ctas_per_sm() {
+  return LauncherOf<Params, Op, T, D, B>::ctas_per_sm();
+}
 
 }  // namespace blockattn
 
-// Explicit instantiation of a backend's launch<Op, T, D, B>() and
-// ctas_per_sm<Op, T, D, B>() (declared in its params.h, defined in its
-// launch.cuh) for one table row; used by the generated sources only.
-#define BLOCKATTN_INSTANTIATE_KERNEL(Op, T, D, B)                                                        \
-  template cudaError_t launch<::blockattn::Operation::k##Op, T, D, B>(const Params&, int, cudaStream_t); \
-  template int ctas_per_sm<::blockattn::Operation::k##Op, T, D, B>();
+// Explicit instantiation of launch_kernel() and kernel_ctas_per_sm() for one
+// table row; used by the generated sources only (cmake/BlockattnKernels.cmake).
+#define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B)                                                  \
+  namespace blockattn {                                                                                    \
+  template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B>(const Params&, int, cudaStream_t); \
+  template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B>();                                    \
+  }

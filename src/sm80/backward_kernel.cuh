@@ -9,8 +9,9 @@
 // through shared memory for those two products.
 #pragma once
 
+#include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
-#include "sm80/launch.cuh"
+#include "sm80/params.h"
 #include "sm80/tile_loads.cuh"
 #include "sm80/warp_gemm.cuh"
 #include "tile/hooks.cuh"
@@ -163,11 +164,14 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
   }
 }
 
+}  // namespace blockattn::sm80
+
+namespace blockattn {
+
 template <typename T, int D, int B>
-struct KernelOf<Operation::kBackward, T, D, B> {
-  using Params = sm80::Params;
-  using Config = BackwardConfig<T, D, B>;
-  static constexpr auto kernel = backward_kernel<T, D, B>;
+struct KernelOf<sm80::Params, Operation::kBackward, T, D, B> {
+  using Config = sm80::BackwardConfig<T, D, B>;
+  static constexpr auto kernel = sm80::backward_kernel<T, D, B>;
 };
 
-}  // namespace blockattn::sm80
+}  // namespace blockattn

@@ -11,8 +11,9 @@
 // S is done) and leaves as 16-byte stores that nothing waits for.
 #pragma once
 
+#include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
-#include "sm80/launch.cuh"
+#include "sm80/params.h"
 #include "sm80/tile_loads.cuh"
 #include "sm80/warp_gemm.cuh"
 #include "tile/hooks.cuh"
@@ -90,10 +91,8 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   // The warp's Q rows are dead (only this warp read them): stage O there,
   // normalized, once every lane's ldmatrix reads of them are behind it.
   __syncwarp();
-  tile::stage_rows<Layout, T>(o, tile::inverse(row_sum), ops.q, row0, 0, lane);
-  __syncwarp();
-  tile::store_rows<Layout, D>(ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
-                              t.block.row_count, lane);
+  tile::write_rows<Layout>(o, tile::inverse(row_sum), ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head),
+                           p.out.token_stride, t.block.row_count, lane);
 }
 
 template <typename T, int D, int B, typename Hooks = tile::NoHooks>
@@ -123,11 +122,14 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfi
   }
 }
 
+}  // namespace blockattn::sm80
+
+namespace blockattn {
+
 template <typename T, int D, int B>
-struct KernelOf<Operation::kForward, T, D, B> {
-  using Params = sm80::Params;
-  using Config = ForwardConfig<T, D, B>;
-  static constexpr auto kernel = forward_kernel<T, D, B>;
+struct KernelOf<sm80::Params, Operation::kForward, T, D, B> {
+  using Config = sm80::ForwardConfig<T, D, B>;
+  static constexpr auto kernel = sm80::forward_kernel<T, D, B>;
 };
 
-}  // namespace blockattn::sm80
+}  // namespace blockattn

@@ -84,9 +84,7 @@ class Sm90Backend final : public core::KernelBackend {
     params.attn = attention_params(p, s);
     const int64_t max_tiles =  // tiles are (block, query head) in both directions
         schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) * p.shape.num_q_heads;
-    int num_ctas = 0;
-    BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel->ctas_per_sm(), max_tiles, &num_ctas));
-    return core::cuda_status(kernel->launch(params, num_ctas, stream), "launching the kHopper kernel");
+    return launch_persistent(*kernel, params, max_tiles, stream, "launching the kHopper kernel");
   }
 };
 

@@ -20,10 +20,11 @@
 // block end.
 #pragma once
 
+#include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
 #include "sm90/frame.cuh"
-#include "sm90/launch.cuh"
 #include "sm90/loader.cuh"
+#include "sm90/params.h"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -177,10 +178,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<D> dv;
     wgmma_rs_tile<T, D, kRows>(dv, pt, dout_addr);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
-    tile::stage_rows<Layout, T>(dv, one, ops.v, row0, 0, lane);
-    __syncwarp();
-    tile::store_rows<Layout, D>(ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid,
-                                lane);
+    tile::write_rows<Layout>(dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride,
+                             valid, lane);
   }
 
   named_barrier_sync(barrier_id, 128);  // no warp's dV product reads dO any more: dQ is staged there
@@ -213,10 +212,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<D> dk;
     wgmma_rs_tile<T, D, kRows>(dk, dst, q_addr);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
-    tile::stage_rows<Layout, T>(dk, scale, ops.k, row0, 0, lane);
-    __syncwarp();
-    tile::store_rows<Layout, D>(ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid,
-                                lane);
+    tile::write_rows<Layout>(dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
+                             p.dk.token_stride, valid, lane);
   }
 }
 
@@ -229,30 +226,28 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
   const Hooks hooks{};
   const int num_tiles = *p.attn.schedule.block_count * p.attn.num_q_heads;  // Hq == Hkv
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
-  run_warp_specialized<Cfg>(
-      sm.full, sm.empty,
-      [&] {
-        produce_tiles<Cfg>(sm.full, sm.empty, num_tiles, coords_of,
-                           [&](const tile::TileCoords& t, int stage, Barrier& full) {
-                             const TmaTile tiles[4] = {{&p.q_map, t.q_head, sm.q(stage)},
-                                                       {&p.k_map, t.kv_head, sm.k(stage)},
-                                                       {&p.v_map, t.kv_head, sm.v(stage)},
-                                                       {&p.dout_map, t.q_head, sm.dout(stage)}};
-                             load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
-                           });
+  run_frame<Cfg>(
+      sm.full, sm.empty, num_tiles, coords_of,
+      [&](const tile::TileCoords& t, int stage, Barrier& full) {
+        const TmaTile tiles[4] = {{&p.q_map, t.q_head, sm.q(stage)},
+                                  {&p.k_map, t.kv_head, sm.k(stage)},
+                                  {&p.v_map, t.kv_head, sm.v(stage)},
+                                  {&p.dout_map, t.q_head, sm.dout(stage)}};
+        load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
       },
-      [&](int consumer) {
-        consume_tiles<Cfg>(
-            sm.full, sm.empty, num_tiles, consumer, coords_of,
-            [&](const tile::TileCoords& t, int stage) { backward_tile<T, D, B>(p, hooks, sm, t, stage, consumer); });
+      [&](const tile::TileCoords& t, int stage, int consumer) {
+        backward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
       });
 }
 
+}  // namespace blockattn::sm90
+
+namespace blockattn {
+
 template <typename T, int D, int B>
-struct KernelOf<Operation::kBackward, T, D, B> {
-  using Params = sm90::Params;
-  using Config = BackwardConfig<T, D, B>;
-  static constexpr auto kernel = backward_kernel<T, D, B>;
+struct KernelOf<sm90::Params, Operation::kBackward, T, D, B> {
+  using Config = sm90::BackwardConfig<T, D, B>;
+  static constexpr auto kernel = sm90::backward_kernel<T, D, B>;
 };
 
-}  // namespace blockattn::sm90
+}  // namespace blockattn

@@ -12,9 +12,10 @@
 // kStages tiles of loads in flight per SM from the first tile to the last.
 #pragma once
 
+#include "common/kernel_launcher.cuh"
 #include "sm90/frame.cuh"
-#include "sm90/launch.cuh"
 #include "sm90/loader.cuh"
+#include "sm90/params.h"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -124,10 +125,8 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   // warp of the group is past S (the wgmma read all of Q), then store the
   // rows that belong to the block.
   named_barrier_sync(barrier_id, 128);
-  tile::stage_rows<Layout, T>(o, tile::inverse(row_sum), ops.q, row0, 0, lane);
-  __syncwarp();
-  tile::store_rows<Layout, D>(ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride, valid,
-                              lane);
+  tile::write_rows<Layout>(o, tile::inverse(row_sum), ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head),
+                           p.out.token_stride, valid, lane);
 }
 
 template <typename T, int D, int B, typename Hooks = tile::NoHooks>
@@ -139,29 +138,26 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
   const Hooks hooks{};
   const int num_tiles = *p.attn.schedule.block_count * p.attn.num_q_heads;
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
-  run_warp_specialized<Cfg>(
-      sm.full, sm.empty,
-      [&] {
-        produce_tiles<Cfg>(sm.full, sm.empty, num_tiles, coords_of,
-                           [&](const tile::TileCoords& t, int stage, Barrier& full) {
-                             const TmaTile tiles[3] = {{&p.q_map, t.q_head, sm.q(stage)},
-                                                       {&p.k_map, t.kv_head, sm.k(stage)},
-                                                       {&p.v_map, t.kv_head, sm.v(stage)}};
-                             load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
-                           });
+  run_frame<Cfg>(
+      sm.full, sm.empty, num_tiles, coords_of,
+      [&](const tile::TileCoords& t, int stage, Barrier& full) {
+        const TmaTile tiles[3] = {
+            {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
+        load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
       },
-      [&](int consumer) {
-        consume_tiles<Cfg>(
-            sm.full, sm.empty, num_tiles, consumer, coords_of,
-            [&](const tile::TileCoords& t, int stage) { forward_tile<T, D, B>(p, hooks, sm, t, stage, consumer); });
+      [&](const tile::TileCoords& t, int stage, int consumer) {
+        forward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
       });
 }
 
+}  // namespace blockattn::sm90
+
+namespace blockattn {
+
 template <typename T, int D, int B>
-struct KernelOf<Operation::kForward, T, D, B> {
-  using Params = sm90::Params;
-  using Config = ForwardConfig<T, D, B>;
-  static constexpr auto kernel = forward_kernel<T, D, B>;
+struct KernelOf<sm90::Params, Operation::kForward, T, D, B> {
+  using Config = sm90::ForwardConfig<T, D, B>;
+  static constexpr auto kernel = sm90::forward_kernel<T, D, B>;
 };
 
-}  // namespace blockattn::sm90
+}  // namespace blockattn

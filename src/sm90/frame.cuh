@@ -8,7 +8,7 @@
 //   consumer c (warpgroup 1 + c): takes every kConsumers-th of the CTA's
 //     tiles, waits until its stage has landed, calls op(coords, stage) and
 //     hands the stage back.
-// A kernel is this frame + a loader + a tile operation.
+// A kernel is this frame (run_frame) + a loader + a tile operation.
 #pragma once
 
 #include "sm90/sync.cuh"
@@ -76,6 +76,20 @@ __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int
     op(coords, slot.stage);
     release_stage(empty[slot.stage], threadIdx.x % 32);
   }
+}
+
+// The whole frame for `num_tiles` tiles: the producer runs
+// load(coords, stage, full_barrier) per tile, consumer c runs
+// op(coords, stage, c) per tile it takes.
+template <typename Cfg, typename CoordsOf, typename Load, typename TileOp>
+__device__ __forceinline__ void run_frame(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
+                                          Load&& load, TileOp&& op) {
+  run_warp_specialized<Cfg>(
+      full, empty, [&] { produce_tiles<Cfg>(full, empty, num_tiles, coords_of, load); },
+      [&](int consumer) {
+        consume_tiles<Cfg>(full, empty, num_tiles, consumer, coords_of,
+                           [&](const auto& coords, int stage) { op(coords, stage, consumer); });
+      });
 }
 
 }  // namespace blockattn::sm90

@@ -1,5 +1,5 @@
-// Arguments of the sm90 kernels and their host entry points (plain C++: the
-// backend includes this from a .cpp file).
+// Arguments of the sm90 kernels (plain C++: the backend includes this from a
+// .cpp file).
 #pragma once
 
 #include <cuda.h>
@@ -19,12 +19,5 @@ struct Params {
   TensorView dq, dk, dv;  // backward
   AttentionParams attn;
 };
-
-// Defined in launch.cuh and instantiated for each table row by the generated
-// sources (see sm80/params.h for the contract).
-template <Operation Op, typename T, int D, int B>
-cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream);
-template <Operation Op, typename T, int D, int B>
-int ctas_per_sm();
 
 }  // namespace blockattn::sm90

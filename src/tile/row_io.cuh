@@ -43,6 +43,17 @@ __device__ __forceinline__ void store_rows(const T* tile, int row0, T* dst, int6
   }
 }
 
+// An output's way out: the warp's 16 x kN accumulator rows, scaled and
+// rounded, staged in a kN-wide tile the warp owns, then (once every lane has
+// written) stored to `dst` up to valid_rows.
+template <typename Layout, typename T, int kN>
+__device__ __forceinline__ void write_rows(const Accumulator<kN>& acc, const RowScale& scale, T* staging, int row0,
+                                           T* dst, int64_t row_stride, int valid_rows, int lane) {
+  stage_rows<Layout, T>(acc, scale, staging, row0, 0, lane);
+  __syncwarp();
+  store_rows<Layout, kN>(staging, row0, dst, row_stride, valid_rows, lane);
+}
+
 // Zeroes rows [valid_rows, kRows) of a kCols-wide tile with kThreads threads
 // (`tid` in [0, kThreads)). Rows past a block's end hold the next sequence's
 // values (or TMA zeros); products must see zeros there, since 0 * inf is NaN.
