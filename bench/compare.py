@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """blockattn against PyTorch's block-diagonal attention options, on the workloads of
-shared/workloads.md (the project's workload definitions), in one run on the same inputs.
+docs/workloads.md, in one run on the same inputs.
 
     python bench/compare.py                     # full grid (24 workloads, < 5 min on an H100)
     python bench/compare.py --quick             # headline-d128 and headline-d64 only
@@ -523,7 +523,7 @@ def draw_chart(records: list[dict], path: str) -> None:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="headline workloads only")
-    parser.add_argument("--workloads", help="comma-separated workload names (see workloads.md)")
+    parser.add_argument("--workloads", help="comma-separated workload names (see docs/workloads.md)")
     parser.add_argument("--with-flex", action="store_true", help="add FlexAttention (slow: compiles per workload)")
     parser.add_argument("--seed", type=int, default=0, help="length and value seed (default 0)")
     parser.add_argument("--json", help="write the results as JSON to this path")
