@@ -180,11 +180,25 @@ int device_compute_capability() {
   return prop.major * 10 + prop.minor;
 }
 
-// The portable path everywhere, plus the sm_90 path on compute capability 9.0.
-std::vector<Backend> device_backends() {
-  if (device_compute_capability() == 90) return {Backend::kPortable, Backend::kHopper};
-  std::printf("  (sm_90 path not tested: device is not compute capability 9.0)\n");
-  return {Backend::kPortable};
+// The portable path everywhere, plus the sm_90 path on compute capability 9.0;
+// of those, the ones whose kernel table has this operation, dtype and head dim.
+std::vector<Backend> device_backends(Operation op, DType dtype, int head_dim) {
+  std::vector<Backend> backends = {Backend::kPortable};
+  if (device_compute_capability() == 90)
+    backends.push_back(Backend::kHopper);
+  else
+    std::printf("  (sm_90 path not tested: device is not compute capability 9.0)\n");
+  size_t n = 0;
+  const KernelConfig* rows = supported_configs(&n);
+  std::vector<Backend> built;
+  for (Backend b : backends)
+    for (size_t i = 0; i < n; ++i)
+      if (rows[i].backend == b && rows[i].operation == op && rows[i].dtype == dtype && rows[i].head_dim == head_dim &&
+          rows[i].block_size == kDefaultBlockSize) {
+        built.push_back(b);
+        break;
+      }
+  return built;
 }
 
 double tolerance(DType dtype) {
@@ -225,7 +239,7 @@ void run_case(const Config& c) {
   // accuracy, untouched rows, determinism.
   std::vector<double> ref_out(q.dense.size());
   reference::forward(ref, q.dense, k.dense, v.dense, ref_out);
-  for (Backend backend : device_backends()) {
+  for (Backend backend : device_backends(Operation::kForward, c.dtype, c.head_dim)) {
     std::vector<T> outs[2];
     for (auto& host_out : outs) {
       DeviceBuffer<T> out(ql.elems());
@@ -250,7 +264,7 @@ void run_case(const Config& c) {
   // Backward on every path, twice each.
   std::vector<double> rdq(q.dense.size()), rdk(k.dense.size()), rdv(v.dense.size());
   reference::backward(ref, q.dense, k.dense, v.dense, dout.dense, rdq, rdk, rdv);
-  for (Backend backend : device_backends()) {
+  for (Backend backend : device_backends(Operation::kBackward, c.dtype, c.head_dim)) {
     const char* path = backend == Backend::kHopper ? "hopper" : "portable";
     auto run = [&](DeviceBuffer<T>& dq, DeviceBuffer<T>& dk, DeviceBuffer<T>& dv) {
       BackwardArgs a =
@@ -304,14 +318,28 @@ TEST_P(KernelTest, MatchesReference) {
     run_case<__half>(GetParam());
 }
 
+// The head dims of the kernel table at the default block size: the tests
+// cover what the build has, not a list of their own.
+std::vector<int> built_head_dims() {
+  size_t n = 0;
+  const KernelConfig* rows = supported_configs(&n);
+  std::vector<int> dims;
+  for (size_t i = 0; i < n; ++i)
+    if (rows[i].block_size == kDefaultBlockSize &&
+        std::find(dims.begin(), dims.end(), rows[i].head_dim) == dims.end())
+      dims.push_back(rows[i].head_dim);
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
 std::vector<Config> all_configs() {
   std::vector<Config> configs;
   const int heads[][2] = {{1, 1}, {4, 4}, {8, 2}, {4, 1}};
   for (DType dt : {DType::kBF16, DType::kFP16})
-    for (int d : {64, 128})
+    for (int d : built_head_dims())
       for (const auto& h : heads)
         configs.push_back({dt, d, h[0], h[1], false, OffsetsKind::kValid});
-  for (int d : {64, 128}) {
+  for (int d : built_head_dims()) {
     configs.push_back({DType::kBF16, d, 4, 2, true, OffsetsKind::kValid});
     configs.push_back({DType::kBF16, d, 2, 1, true, OffsetsKind::kUnownedEdges});
     configs.push_back({DType::kFP16, d, 2, 2, false, OffsetsKind::kUnownedEdges});

@@ -28,7 +28,8 @@ from blockattn.reference import block_attention_reference  # noqa: E402
 # Every edge of the 64-token blocking: empty sequences, one token, one short of,
 # exactly and one past a block, two blocks, and a 32-block sequence.
 EDGE_LENGTHS = [0, 1, 63, 64, 65, 0, 127, 128, 2048, 5]
-HEAD_CONFIGS = [(8, 2, 64), (4, 1, 128), (4, 4, 128), (2, 2, 64)]  # (Hq, Hkv, D)
+# (Hq, Hkv, D): four head layouts (GQA, MQA, plain) at every head dim the library was built with.
+HEAD_CONFIGS = [(hq, hkv, d) for d in ops.SUPPORTED_HEAD_DIMS for hq, hkv in ((8, 2), (4, 1), (4, 4), (2, 2))]
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ERROR_RATIO = 1.5
 RESULT_NAMES = ("out", "dq", "dk", "dv")
