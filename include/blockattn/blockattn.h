@@ -143,6 +143,9 @@ BLOCKATTN_API Status backward(const BackwardArgs& args, void* workspace, size_t 
 BLOCKATTN_API Status forward_backend(const ForwardArgs& args, Backend* chosen);
 BLOCKATTN_API Status backward_backend(const BackwardArgs& args, Backend* chosen);
 
+// The library's version, "major.minor.patch".
+BLOCKATTN_API const char* version();
+
 BLOCKATTN_API const char* dtype_name(DType dtype);
 BLOCKATTN_API const char* backend_name(Backend backend);
 BLOCKATTN_API const char* operation_name(Operation operation);

@@ -83,6 +83,8 @@ typedef struct {
 } blockattn_config;
 
 BLOCKATTN_C_API int blockattn_abi_version(void);
+/* The library's version, "major.minor.patch". */
+BLOCKATTN_C_API const char* blockattn_version(void);
 BLOCKATTN_C_API const char* blockattn_last_error(void);
 
 BLOCKATTN_C_API size_t blockattn_workspace_size(int64_t num_seqs, int64_t total_tokens);

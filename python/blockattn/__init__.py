@@ -2,7 +2,8 @@
 
     out = blockattn.block_attention(q, k, v, offsets)
 
-Importing the package loads libblockattn.so (see blockattn._lib for where it
+`python -m blockattn` prints an environment report. Importing the package
+loads libblockattn.so (see blockattn._lib for where it
 is looked up) and registers the `blockattn::block_attention_fwd` and
 `blockattn::block_attention_bwd` custom ops.
 """
@@ -10,14 +11,23 @@ is looked up) and registers the `blockattn::block_attention_fwd` and
 __version__ = "0.2.0"
 
 from blockattn._lib import LIBRARY_PATH as library_path
-from blockattn.ops import BLOCK_SIZE, SUPPORTED_HEAD_DIMS, block_attention, supported_configs
+from blockattn.ops import (
+    BLOCK_SIZE,
+    SUPPORTED_HEAD_DIMS,
+    backward_backend,
+    block_attention,
+    forward_backend,
+    supported_configs,
+)
 from blockattn.reference import block_attention_reference
 
 __all__ = [
     "BLOCK_SIZE",
     "SUPPORTED_HEAD_DIMS",
+    "backward_backend",
     "block_attention",
     "block_attention_reference",
+    "forward_backend",
     "library_path",
     "supported_configs",
     "__version__",

@@ -119,6 +119,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.blockattn_last_error.restype = ctypes.c_char_p
     lib.blockattn_workspace_size.argtypes = [ctypes.c_int64, ctypes.c_int64]
     lib.blockattn_workspace_size.restype = ctypes.c_size_t
+    lib.blockattn_version.argtypes = []
+    lib.blockattn_version.restype = ctypes.c_char_p
     lib.blockattn_tensor_alignment_bytes.argtypes = []
     lib.blockattn_tensor_alignment_bytes.restype = ctypes.c_int32
     lib.blockattn_default_block_size.argtypes = []
@@ -153,6 +155,7 @@ backward_backend = _LIB.blockattn_backward_backend
 
 # What the library was built with: tensors' alignment rule, the default block
 # size and the kernel table. Read once here; nothing in Python repeats them.
+LIBRARY_VERSION = _LIB.blockattn_version().decode()
 TENSOR_ALIGNMENT_BYTES = _LIB.blockattn_tensor_alignment_bytes()
 DEFAULT_BLOCK_SIZE = _LIB.blockattn_default_block_size()
 

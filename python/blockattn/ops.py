@@ -224,14 +224,10 @@ def _view(t: Tensor) -> _lib.TensorView:
     return _lib.TensorView(t.data_ptr(), t.stride(0), t.stride(1))
 
 
-def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors: dict) -> None:
-    """Runs a C entry point on q's device and that device's current stream.
-
-    `tensors` maps blockattn_args field names (q, k, v, out, dout, dq, dk, dv)
-    to the tensors of the call.
-    """
-    offsets = offsets.contiguous()
-    args = _lib.Args(
+def _make_args(q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors: dict) -> _lib.Args:
+    """blockattn_args for q's problem; `tensors` maps field names (q, k, v, out,
+    dout, dq, dk, dv) to the call's tensors. `offsets` must be contiguous."""
+    return _lib.Args(
         num_seqs=offsets.shape[0] - 1,
         total_tokens=q.shape[0],
         num_q_heads=q.shape[1],
@@ -244,6 +240,12 @@ def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: floa
         offsets=offsets.data_ptr(),
         **{name: _view(t) for name, t in tensors.items()},
     )
+
+
+def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors: dict) -> None:
+    """Runs a C entry point on q's device and that device's current stream."""
+    offsets = offsets.contiguous()
+    args = _make_args(q, k, offsets, scale, tensors)
     with torch.cuda.device(q.device):
         args.workspace_bytes = _lib.workspace_size(args.num_seqs, args.total_tokens)
         # Allocated per call from the caching allocator on the current stream:
@@ -255,6 +257,37 @@ def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: floa
     if status != _lib.OK:
         name = _lib.STATUS_NAMES.get(status, str(status))
         raise RuntimeError(f"blockattn {what} failed ({name}): {_lib.last_error()}")
+
+
+def _query_backend(entry, what: str, q, k, v, offsets, scale, tensors: dict) -> str:
+    _check_inputs(q, k, v, offsets)
+    scale = _resolve_scale(scale, q.shape[2])
+    offsets = offsets.contiguous()
+    args = _make_args(q, k, offsets, scale, tensors)
+    chosen = ctypes.c_int32(0)
+    with torch.cuda.device(q.device):
+        status = entry(ctypes.byref(args), ctypes.byref(chosen))
+    if status != _lib.OK:
+        name = _lib.STATUS_NAMES.get(status, str(status))
+        raise RuntimeError(f"blockattn {what} backend query failed ({name}): {_lib.last_error()}")
+    return _lib.BACKEND_NAMES[chosen.value]
+
+
+def forward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None) -> str:
+    """Which implementation block_attention's forward would run for these
+    arguments on q's device: "hopper" (sm_90: TMA + wgmma) or "portable"
+    (sm_80+: mma.sync). Launches nothing."""
+    q, k, v = (_kernel_operand(t) for t in (q, k, v))
+    out = q.new_empty(q.shape)
+    return _query_backend(_lib.forward_backend, "forward", q, k, v, offsets, scale, dict(q=q, k=k, v=v, out=out))
+
+
+def backward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None) -> str:
+    """The same for the backward (GQA and head dim 64 run on "portable" today)."""
+    q, k, v = (_kernel_operand(t) for t in (q, k, v))
+    dout, dq, dk, dv = q.new_empty(q.shape), q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    tensors = dict(q=q, k=k, v=v, dout=dout, dq=dq, dk=dk, dv=dv)
+    return _query_backend(_lib.backward_backend, "backward", q, k, v, offsets, scale, tensors)
 
 
 # --------------------------------------------------------------------------- #

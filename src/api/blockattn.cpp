@@ -61,6 +61,8 @@ Status forward_backend(const ForwardArgs& a, Backend* chosen) { return chosen_ba
 
 Status backward_backend(const BackwardArgs& a, Backend* chosen) { return chosen_backend(core::describe(a), chosen); }
 
+const char* version() { return BLOCKATTN_VERSION_STRING; }
+
 const char* dtype_name(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp16"; }
 
 const char* backend_name(Backend backend) {

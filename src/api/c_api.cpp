@@ -95,6 +95,8 @@ extern "C" int blockattn_abi_version(void) { return BLOCKATTN_C_ABI_VERSION; }
 
 extern "C" const char* blockattn_last_error(void) { return g_last_error; }
 
+extern "C" const char* blockattn_version(void) { return blockattn::version(); }
+
 extern "C" size_t blockattn_workspace_size(int64_t num_seqs, int64_t total_tokens) {
   return blockattn::workspace_size(num_seqs, total_tokens);
 }

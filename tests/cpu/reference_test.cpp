@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/test_seed.h"
 #include "reference/reference.h"
 #include "support/jagged_batch.h"
 
@@ -32,7 +33,7 @@ reference::Problem make_problem(const std::vector<int32_t>& lengths, int hq, int
 }
 
 TEST(Reference, ForwardMatchesDenseBlockDiagonalMask) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   const auto p = make_problem({0, 1, 63, 64, 65, 127, 128, 0, 200}, 4, 2, 64);
   const size_t nq = p.total_tokens * p.num_q_heads * p.head_dim, nk = p.total_tokens * p.num_kv_heads * p.head_dim;
   const auto q = random_tensor(nq, rng), k = random_tensor(nk, rng), v = random_tensor(nk, rng);
@@ -44,7 +45,7 @@ TEST(Reference, ForwardMatchesDenseBlockDiagonalMask) {
 }
 
 TEST(Reference, ForwardHonoursExplicitScale) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   auto p = make_problem({70}, 1, 1, 64);
   p.scale = 0.37;
   const size_t n = p.total_tokens * p.head_dim;
@@ -58,7 +59,7 @@ TEST(Reference, ForwardHonoursExplicitScale) {
 
 // d/dx sum(out * dout) by central differences, on a sample of elements.
 TEST(Reference, BackwardMatchesFiniteDifferences) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   const auto p = make_problem({3, 66, 17}, 4, 2, 64);
   const size_t nq = p.total_tokens * p.num_q_heads * p.head_dim, nk = p.total_tokens * p.num_kv_heads * p.head_dim;
   std::vector<double> q = random_tensor(nq, rng), k = random_tensor(nk, rng), v = random_tensor(nk, rng);

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "common/test_seed.h"
 #include "reference/reference.h"
 #include "schedule/block_schedule.h"
 
@@ -40,7 +41,7 @@ TEST(Schedule, MalformedOffsetsAreClampedAndMadeMonotonic) {
 }
 
 TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   for (int trial = 0; trial < 2000; ++trial) {
     const int32_t T = std::uniform_int_distribution<int32_t>(0, 3000)(rng);
     const int B = std::uniform_int_distribution<int>(0, 40)(rng);

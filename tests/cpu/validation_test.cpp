@@ -3,7 +3,10 @@
 // on machines without one: a launch attempt would show up as kCudaError).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <ostream>
+#include <string>
 #include <functional>
 #include <vector>
 
@@ -123,7 +126,15 @@ const BadCase kBadForward[] = {
     {"out rows overlap", [](ForwardArgs& a) { a.out.token_stride = 128; }},
     {"out must not overlap input q", [](ForwardArgs& a) { a.out = a.q; }},
 };
-INSTANTIATE_TEST_SUITE_P(All, ForwardValidation, ::testing::ValuesIn(kBadForward));
+// Readable case names: the index, then the expected message fragment.
+std::string bad_case_name(const ::testing::TestParamInfo<BadCase>& info) {
+  std::string name = std::to_string(info.index) + "_";
+  for (const char* c = info.param.what; *c != '\0'; ++c) name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+  return name;
+}
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.what; }
+
+INSTANTIATE_TEST_SUITE_P(All, ForwardValidation, ::testing::ValuesIn(kBadForward), bad_case_name);
 
 TEST(Validation, Workspace) {
   const ForwardArgs a = valid_forward();

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "common/test_seed.h"
 #include "blockattn/blockattn.h"
 #include "reference/reference.h"
 #include "support/device_buffer.h"
@@ -208,7 +209,7 @@ double tolerance(DType dtype) {
 
 template <typename T>
 void run_case(const Config& c) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   const auto lengths = test_lengths(rng);
   int64_t tokens = 0;
   reference::Problem ref;
@@ -370,7 +371,7 @@ INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets,
 // input values and new offsets.
 TEST(CudaGraph, CapturesForwardAndBackward) {
   REQUIRE_GPU();
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   const int64_t tokens = 700, num_seqs = 4;
   const Layout l = make_layout(tokens, 4, 128, false);
   DeviceBuffer<__nv_bfloat16> q(l.elems()), k(l.elems()), v(l.elems()), dout(l.elems());

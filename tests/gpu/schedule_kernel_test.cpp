@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "common/test_seed.h"
 #include "reference/reference.h"
 #include "schedule/block_schedule.h"
 #include "support/device_buffer.h"
@@ -38,7 +39,7 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
 TEST(ScheduleKernel, MatchesHostModel) {
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   for (int num_seqs : {0, 1, 7, 1023, 1024, 1025, 3000}) {
     std::uniform_int_distribution<int32_t> len(0, 200);
     std::vector<int32_t> offsets{0};

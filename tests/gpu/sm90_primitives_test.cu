@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/test_seed.h"
 #include "sm90/sync.cuh"
 #include "sm90/tensor_map.h"
 #include "sm90/wgmma.cuh"
@@ -95,7 +96,7 @@ TEST(Sm90Primitives, TmaRoundTripAndWgmmaProducts) {
   // [T, H, D] tensors with T = 100 and a tile at rows 64..127: 36 real rows,
   // 28 past the end that TMA must zero-fill.
   const int T = 100, H = 3, head = 1, row_begin = 64;
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng = testing::test_rng();
   std::normal_distribution<double> dist;
   std::vector<bf16> hq(T * H * kD), hk(hq.size()), hv(hq.size());
   for (auto* t : {&hq, &hk, &hv})

@@ -258,6 +258,60 @@ def test_second_device():
     assert_accurate(q, k, v, offsets)
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA devices")
+def test_two_devices_concurrently():
+    # One thread per GPU, each with its own batch, forward and backward at once;
+    # each result must equal the same call made alone.
+    import threading
+
+    batches = [make_batch(EDGE_LENGTHS, 8, 2, d, device=f"cuda:{i}") for i, d in enumerate((64, 128))]
+    douts = [torch.randn(b[0].shape, dtype=b[0].dtype, device=b[0].device) for b in batches]
+    alone = [forward_backward(block_attention, *b, g) for b, g in zip(batches, douts)]
+    together = [None, None]
+
+    def run(i):
+        with torch.cuda.device(i):
+            together[i] = forward_backward(block_attention, *batches[i], douts[i])
+            torch.cuda.synchronize(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        assert_all_equal(together[i], alone[i])
+
+
+def test_backend_queries(monkeypatch):
+    q, k, v, offsets = make_batch([3, 70], 4, 4, max(ops.SUPPORTED_HEAD_DIMS))
+    major = torch.cuda.get_device_capability()[0]
+    fwd = blockattn.forward_backend(q, k, v, offsets)
+    bwd = blockattn.backward_backend(q, k, v, offsets)
+    assert fwd == ("hopper" if major == 9 else "portable")
+    assert bwd in ("hopper", "portable")
+    gqa = make_batch([3, 70], 8, 2, max(ops.SUPPORTED_HEAD_DIMS))
+    assert blockattn.backward_backend(*gqa) == "portable"  # no sm_90 GQA backward yet
+    monkeypatch.setenv("BLOCKATTN_FORCE_PORTABLE", "1")
+    assert blockattn.forward_backend(q, k, v, offsets) == "portable"
+    assert blockattn.backward_backend(q, k, v, offsets) == "portable"
+    with pytest.raises(ValueError, match=r"\bq\b"):
+        blockattn.forward_backend(q[..., :40], k[..., :40], v[..., :40], offsets)
+
+
+def test_environment_report():
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "blockattn"], capture_output=True, text=True, env=dict(os.environ), timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    for expected in (f"blockattn {blockattn.__version__}", "kernel table", "compute capability", "forward"):
+        assert expected in result.stdout, result.stdout
+
+
 def test_flop_counter():
     lengths, hq, hkv, d = [0, 1, 63, 64, 65, 130], 4, 2, 64
     q, k, v, offsets = make_batch(lengths, hq, hkv, d)

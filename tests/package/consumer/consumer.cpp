@@ -1,0 +1,28 @@
+// Uses the public API the way an application would, with no GPU needed: the
+// kernel table, the workspace size, and a call that fails validation (so
+// nothing is launched) with a message naming the argument.
+#include <cstdio>
+#include <string>
+
+#include <blockattn/blockattn.h>
+#include <blockattn/blockattn_c.h>
+
+int main() {
+  size_t n = 0;
+  const blockattn::KernelConfig* rows = blockattn::supported_configs(&n);
+  if (n == 0 || rows == nullptr) {
+    std::fprintf(stderr, "consumer: the library lists no kernels\n");
+    return 1;
+  }
+  if (blockattn::workspace_size(4, 1000) == 0) return 1;
+  blockattn::ForwardArgs a;  // all null: must be refused, naming an argument
+  a.shape = {1, 10, 1, 1, rows[0].head_dim, rows[0].dtype};
+  const blockattn::Status s = blockattn::forward(a, nullptr, 0, nullptr);
+  if (s.code != blockattn::StatusCode::kInvalidArgument || s.message.find("offsets") == std::string::npos) {
+    std::fprintf(stderr, "consumer: unexpected status %d: %s\n", static_cast<int>(s.code), s.message.c_str());
+    return 1;
+  }
+  std::printf("consumer: %zu kernels, C ABI version %d, library %s\n", n, blockattn_abi_version(),
+              blockattn_version());
+  return 0;
+}
