@@ -3,7 +3,7 @@
 # run the GPU tests (and the malformed-offsets ones under compute-sanitizer),
 # the Python suite, and the benchmarks; print a short summary table last.
 #
-#   STEPS="build sass test sanitize bench python compare" tools/gpu_check.sh
+#   STEPS="build sass test sanitize fuzz bench python compare" tools/gpu_check.sh
 # Logs and JSON go to $OUT (default: gpu_out/).
 #
 # BASELINE=<dir>: a checkout of an earlier version (e.g. `git archive` of a
@@ -51,15 +51,23 @@ if want test; then
 fi
 
 if want sanitize; then
-  # Malformed offsets and the forward paths under memcheck (exact-size
-  # allocations: any read or write past a tensor is reported), then racecheck.
-  filter='*Malformed*:ScheduleKernel*:Dispatch*:*KernelTest*d64_hq4_hkv1*'
-  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/memcheck.log" 2>&1
-  note memcheck "rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
-  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_sm90 >>"$OUT/memcheck.log" 2>&1
-  note memcheck "sm90 primitives rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
-  compute-sanitizer --tool racecheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/racecheck.log" 2>&1
-  note racecheck "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
+  # Every kernel (both paths, both dtypes, every head dim: the Hq == Hkv packed
+  # cases), the grouped-query and malformed-offsets cases and the schedule
+  # kernel under the four compute-sanitizer tools (exact-size allocations:
+  # memcheck reports any access past a tensor).
+  filter='*Malformed*:ScheduleKernel*:*KernelTest*_hq4_hkv4_packed_valid'
+  for tool in memcheck racecheck synccheck initcheck; do
+    compute-sanitizer --tool $tool --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
+    note $tool "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/$tool.log" | tail -1)"
+  done
+  compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_sm90 >"$OUT/memcheck_sm90.log" 2>&1
+  note memcheck "sm90 primitives rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_sm90.log" | tail -1)"
+fi
+
+if want fuzz; then
+  # Soak: FUZZ_CASES differential cases (the ctest suite runs 200).
+  build/tests/test_gpu --gtest_filter='Shards/Fuzz.*' --cases "${FUZZ_CASES:-2000}" >"$OUT/fuzz.log" 2>&1
+  note fuzz "rc=$? $(grep -c '^  case ' "$OUT/fuzz.log") cases, $(grep -E '^\[  (PASSED|FAILED)' "$OUT/fuzz.log" | tr '\n' ' ')"
 fi
 
 if want bench; then
@@ -87,9 +95,11 @@ fi
 
 if want python && [ -d tests/python ]; then
   # The documented offline install, then an import from outside the checkout.
-  if python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/ba_site ./python >"$OUT/pip.log" 2>&1 &&
-     (cd /tmp && PYTHONPATH=/tmp/ba_site python3 -c "import blockattn; print(blockattn.library_path)") >>"$OUT/pip.log" 2>&1; then
-    note pip "installed; loads $(tail -1 "$OUT/pip.log")"
+  # The documented offline install (the in-tree build backend needs no
+  # package), then an import and the environment report from outside the checkout.
+  if PIP_NO_INDEX=1 python3 -m pip install -q --no-deps --target /tmp/ba_site ./python >"$OUT/pip.log" 2>&1 &&
+     (cd /tmp && PYTHONPATH=/tmp/ba_site python3 -m blockattn) >>"$OUT/pip.log" 2>&1; then
+    note pip "installed; $(grep -m1 'library:' "$OUT/pip.log")"
   else
     note pip "FAILED (pip.log)"; tail -5 "$OUT/pip.log"
   fi

@@ -30,7 +30,8 @@ inline uint64_t current_test_hash() {
   if (info == nullptr) return 0;
   const std::string name = std::string(info->test_suite_name()) + "." + info->name();
   uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  for (unsigned char c : name)
+    h = (h ^ c) * 1099511628211ull;
   return h;
 }
 

@@ -5,9 +5,9 @@
 
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <ostream>
 #include <string>
-#include <functional>
 #include <vector>
 
 #include "api/validate.h"
@@ -129,7 +129,8 @@ const BadCase kBadForward[] = {
 // Readable case names: the index, then the expected message fragment.
 std::string bad_case_name(const ::testing::TestParamInfo<BadCase>& info) {
   std::string name = std::to_string(info.index) + "_";
-  for (const char* c = info.param.what; *c != '\0'; ++c) name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+  for (const char* c = info.param.what; *c != '\0'; ++c)
+    name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
   return name;
 }
 void PrintTo(const BadCase& c, std::ostream* os) { *os << c.what; }

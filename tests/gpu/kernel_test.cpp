@@ -1,15 +1,21 @@
-// GPU kernels against the fp64 CPU reference on fresh random jagged batches.
+// GPU kernels against the fp64 CPU reference on fresh random jagged batches:
+// fixed edge-case configurations (KernelTest, MalformedOffsets) and a seeded
+// differential fuzzer over shapes, layouts, scales and offsets (Fuzz; the
+// case count comes from BLOCKATTN_FUZZ_CASES or test_gpu --cases N).
 // Skipped, with the reason printed, where no CUDA device is usable.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 
-#include "common/test_seed.h"
 #include "blockattn/blockattn.h"
+#include "common/test_seed.h"
 #include "reference/reference.h"
 #include "support/device_buffer.h"
 #include "support/jagged_batch.h"
@@ -27,17 +33,29 @@ using namespace blockattn::testing;
 
 enum class OffsetsKind { kValid, kUnownedEdges, kMalformed };
 
+// How a [T, H, D] tensor sits in memory.
+enum class LayoutKind {
+  kPacked,     // [T, H, D] contiguous
+  kPadded,     // strided rows with gaps between heads and tokens
+  kHeadMajor,  // [H, T, D]: token stride D, head stride T * D
+};
+
 struct Config {
   DType dtype;
   int head_dim, hq, hkv;
-  bool padded;  // strided rows with gaps between heads and tokens
+  LayoutKind layout;
   OffsetsKind offsets;
+  float scale = 0.f;  // 0 = 1/sqrt(D)
 };
 
 std::string config_string(const Config& c) {
   static const char* kinds[] = {"valid", "unownededges", "malformed"};
-  return std::string(dtype_name(c.dtype)) + "_d" + std::to_string(c.head_dim) + "_hq" + std::to_string(c.hq) + "_hkv" +
-         std::to_string(c.hkv) + (c.padded ? "_padded" : "_packed") + "_" + kinds[static_cast<int>(c.offsets)];
+  static const char* layouts[] = {"packed", "padded", "headmajor"};
+  std::string s = std::string(dtype_name(c.dtype)) + "_d" + std::to_string(c.head_dim) + "_hq" + std::to_string(c.hq) +
+                  "_hkv" + std::to_string(c.hkv) + "_" + layouts[static_cast<int>(c.layout)] + "_" +
+                  kinds[static_cast<int>(c.offsets)];
+  if (c.scale != 0.f) s += "_scale" + std::to_string(static_cast<int>(c.scale * 1000)) + "e_3";
+  return s;
 }
 std::string config_name(const ::testing::TestParamInfo<Config>& info) { return config_string(info.param); }
 void PrintTo(const Config& c, std::ostream* os) { *os << config_string(c); }
@@ -47,14 +65,24 @@ struct Layout {
   int heads, dim;
   int64_t token_stride, head_stride;
   int64_t tokens;
-  size_t elems() const { return static_cast<size_t>(tokens * token_stride); }
+  // Elements from the first to one past the last that the view can touch.
+  size_t elems() const {
+    return tokens == 0 ? 0 : static_cast<size_t>((tokens - 1) * token_stride + (heads - 1) * head_stride + dim);
+  }
   size_t at(int64_t t, int h, int d) const { return static_cast<size_t>(t * token_stride + h * head_stride + d); }
   TensorView view(void* data) const { return {data, token_stride, head_stride}; }
 };
 
-Layout make_layout(int64_t tokens, int heads, int dim, bool padded) {
-  if (!padded) return {heads, dim, int64_t{heads} * dim, dim, tokens};
-  return {heads, dim, int64_t{heads} * (dim + 8) + 16, dim + 8, tokens};
+Layout make_layout(int64_t tokens, int heads, int dim, LayoutKind kind) {
+  switch (kind) {
+    case LayoutKind::kPacked:
+      return {heads, dim, int64_t{heads} * dim, dim, tokens};
+    case LayoutKind::kPadded:
+      return {heads, dim, int64_t{heads} * (dim + 8) + 16, dim + 8, tokens};
+    case LayoutKind::kHeadMajor:
+      return {heads, dim, dim, std::max<int64_t>(tokens, 1) * dim, tokens};
+  }
+  return {};
 }
 
 // Arguments over device tensors laid out as `ql` (query-head tensors) and
@@ -207,10 +235,10 @@ double tolerance(DType dtype) {
   return dtype == DType::kBF16 ? 1e-2 : 2e-3;
 }
 
+// Forward and backward of one configuration on the given sequence lengths, on
+// every path this GPU has, against the fp64 reference.
 template <typename T>
-void run_case(const Config& c) {
-  std::mt19937_64 rng = testing::test_rng();
-  const auto lengths = test_lengths(rng);
+void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937_64& rng) {
   int64_t tokens = 0;
   reference::Problem ref;
   ref.offsets = test_offsets(c.offsets, lengths, &tokens);
@@ -218,11 +246,12 @@ void run_case(const Config& c) {
   ref.num_q_heads = c.hq;
   ref.num_kv_heads = c.hkv;
   ref.head_dim = c.head_dim;
+  ref.scale = c.scale;
   const auto blocks = reference::block_schedule(ref.offsets, static_cast<int32_t>(tokens));
   const int64_t num_seqs = static_cast<int64_t>(ref.offsets.size()) - 1;
 
-  const Layout ql = make_layout(tokens, c.hq, c.head_dim, c.padded);
-  const Layout kl = make_layout(tokens, c.hkv, c.head_dim, c.padded);
+  const Layout ql = make_layout(tokens, c.hq, c.head_dim, c.layout);
+  const Layout kl = make_layout(tokens, c.hkv, c.head_dim, c.layout);
   HostTensor<T> q(ql, rng), k(kl, rng), v(kl, rng), dout(ql, rng);
 
   DeviceBuffer<T> dq_in(ql.elems()), dk_in(kl.elems()), dv_in(kl.elems()), ddout(ql.elems());
@@ -246,7 +275,7 @@ void run_case(const Config& c) {
       DeviceBuffer<T> out(ql.elems());
       out.poison();
       ForwardArgs a = forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), out.get());
-      a.options.backend = backend;
+      a.options = {c.scale, backend};
       const Status s = forward(a, workspace.get(), workspace.bytes(), nullptr);
       ASSERT_TRUE(s.ok()) << s.message;
       BA_CHECK_CUDA(cudaDeviceSynchronize());
@@ -271,7 +300,7 @@ void run_case(const Config& c) {
       BackwardArgs a =
           backward_args(forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), nullptr), ql,
                         kl, ddout.get(), dq.get(), dk.get(), dv.get());
-      a.options.backend = backend;
+      a.options = {c.scale, backend};
       return backward(a, workspace.get(), workspace.bytes(), nullptr);
     };
     if (backend == Backend::kHopper && c.hq != c.hkv) {  // grouped-query backward is portable-only
@@ -311,12 +340,17 @@ void run_case(const Config& c) {
 
 class KernelTest : public ::testing::TestWithParam<Config> {};
 
+void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937_64& rng) {
+  if (c.dtype == DType::kBF16)
+    run_case<__nv_bfloat16>(c, lengths, rng);
+  else
+    run_case<__half>(c, lengths, rng);
+}
+
 TEST_P(KernelTest, MatchesReference) {
   REQUIRE_GPU();
-  if (GetParam().dtype == DType::kBF16)
-    run_case<__nv_bfloat16>(GetParam());
-  else
-    run_case<__half>(GetParam());
+  std::mt19937_64 rng = testing::test_rng();
+  run_case(GetParam(), test_lengths(rng), rng);
 }
 
 // The head dims of the kernel table at the default block size: the tests
@@ -326,8 +360,7 @@ std::vector<int> built_head_dims() {
   const KernelConfig* rows = supported_configs(&n);
   std::vector<int> dims;
   for (size_t i = 0; i < n; ++i)
-    if (rows[i].block_size == kDefaultBlockSize &&
-        std::find(dims.begin(), dims.end(), rows[i].head_dim) == dims.end())
+    if (rows[i].block_size == kDefaultBlockSize && std::find(dims.begin(), dims.end(), rows[i].head_dim) == dims.end())
       dims.push_back(rows[i].head_dim);
   std::sort(dims.begin(), dims.end());
   return dims;
@@ -339,11 +372,12 @@ std::vector<Config> all_configs() {
   for (DType dt : {DType::kBF16, DType::kFP16})
     for (int d : built_head_dims())
       for (const auto& h : heads)
-        configs.push_back({dt, d, h[0], h[1], false, OffsetsKind::kValid});
+        configs.push_back({dt, d, h[0], h[1], LayoutKind::kPacked, OffsetsKind::kValid});
   for (int d : built_head_dims()) {
-    configs.push_back({DType::kBF16, d, 4, 2, true, OffsetsKind::kValid});
-    configs.push_back({DType::kBF16, d, 2, 1, true, OffsetsKind::kUnownedEdges});
-    configs.push_back({DType::kFP16, d, 2, 2, false, OffsetsKind::kUnownedEdges});
+    configs.push_back({DType::kBF16, d, 4, 2, LayoutKind::kPadded, OffsetsKind::kValid});
+    configs.push_back({DType::kBF16, d, 2, 1, LayoutKind::kPadded, OffsetsKind::kUnownedEdges});
+    configs.push_back({DType::kFP16, d, 2, 2, LayoutKind::kPacked, OffsetsKind::kUnownedEdges});
+    configs.push_back({DType::kBF16, d, 4, 1, LayoutKind::kHeadMajor, OffsetsKind::kValid, 0.3f});
   }
   return configs;
 }
@@ -356,15 +390,78 @@ class MalformedOffsets : public ::testing::TestWithParam<Config> {};
 
 TEST_P(MalformedOffsets, StayInBounds) {
   REQUIRE_GPU();
-  if (GetParam().dtype == DType::kBF16)
-    run_case<__nv_bfloat16>(GetParam());
-  else
-    run_case<__half>(GetParam());
+  std::mt19937_64 rng = testing::test_rng();
+  run_case(GetParam(), test_lengths(rng), rng);
 }
 INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets,
-                         ::testing::Values(Config{DType::kBF16, 64, 2, 1, false, OffsetsKind::kMalformed},
-                                           Config{DType::kFP16, 128, 4, 4, true, OffsetsKind::kMalformed}),
+                         ::testing::Values(Config{DType::kBF16, 64, 2, 1, LayoutKind::kPacked, OffsetsKind::kMalformed},
+                                           Config{DType::kFP16, 128, 4, 4, LayoutKind::kPadded,
+                                                  OffsetsKind::kMalformed}),
                          config_name);
+
+// Differential fuzzing: random shapes (head dims from the kernel table, GQA
+// ratios), layouts, scales, offsets kinds and lengths (the block edges, short,
+// long), both paths, against the fp64 reference. Four shards, so ctest can run
+// them side by side; BLOCKATTN_FUZZ_CASES (or test_gpu --cases N) sets the
+// total, default 200. Each case prints its configuration and lengths.
+int fuzz_cases() {
+  const char* env = std::getenv("BLOCKATTN_FUZZ_CASES");
+  return env != nullptr && *env != '\0' ? std::max(1, std::atoi(env)) : 200;
+}
+
+std::vector<int32_t> fuzz_lengths(std::mt19937_64& rng) {
+  static const int32_t kEdges[] = {0, 1, 63, 64, 65, 127, 128};
+  std::vector<int32_t> lengths(std::uniform_int_distribution<int>(0, 10)(rng));
+  for (auto& len : lengths) {
+    const int kind = std::uniform_int_distribution<int>(0, 19)(rng);
+    if (kind < 8)
+      len = kEdges[std::uniform_int_distribution<int>(0, 6)(rng)];
+    else if (kind < 19)
+      len = std::uniform_int_distribution<int32_t>(1, 200)(rng);
+    else
+      len = std::uniform_int_distribution<int32_t>(500, 1100)(rng);
+  }
+  return lengths;
+}
+
+Config fuzz_config(std::mt19937_64& rng) {
+  const std::vector<int> dims = built_head_dims();
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  Config c{};
+  c.dtype = pick(2) ? DType::kBF16 : DType::kFP16;
+  c.head_dim = dims[pick(static_cast<int>(dims.size()))];
+  c.hkv = 1 + pick(3);
+  c.hq = c.hkv * (1 << pick(3));  // group 1, 2 or 4
+  c.layout = static_cast<LayoutKind>(pick(3));
+  const int offsets_kind = pick(10);
+  c.offsets = offsets_kind < 8    ? OffsetsKind::kValid
+              : offsets_kind == 8 ? OffsetsKind::kUnownedEdges
+                                  : OffsetsKind::kMalformed;
+  c.scale = pick(2) ? 0.f : std::uniform_real_distribution<float>(0.02f, 0.5f)(rng);
+  return c;
+}
+
+constexpr int kFuzzShards = 4;
+class Fuzz : public ::testing::TestWithParam<int> {};
+
+TEST_P(Fuzz, MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng = testing::test_rng();
+  const int total = fuzz_cases();
+  const int begin = total * GetParam() / kFuzzShards, end = total * (GetParam() + 1) / kFuzzShards;
+  for (int i = begin; i < end; ++i) {
+    const Config c = fuzz_config(rng);
+    const std::vector<int32_t> lengths = fuzz_lengths(rng);
+    std::string lens;
+    for (int32_t len : lengths)
+      lens += std::to_string(len) + " ";
+    std::printf("  case %d: %s, lengths [ %s]\n", i, config_string(c).c_str(), lens.c_str());
+    SCOPED_TRACE("fuzz case " + std::to_string(i) + ": " + config_string(c) + ", lengths [ " + lens + "]");
+    run_case(c, lengths, rng);
+    if (HasFailure()) break;  // the first failing case is the one to replay
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Shards, Fuzz, ::testing::Range(0, kFuzzShards));
 
 // Forward and backward enqueue no host synchronization and read offsets only on
 // the device: both can be captured in one CUDA graph, and replays pick up new
@@ -373,7 +470,7 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
   REQUIRE_GPU();
   std::mt19937_64 rng = testing::test_rng();
   const int64_t tokens = 700, num_seqs = 4;
-  const Layout l = make_layout(tokens, 4, 128, false);
+  const Layout l = make_layout(tokens, 4, 128, LayoutKind::kPacked);
   DeviceBuffer<__nv_bfloat16> q(l.elems()), k(l.elems()), v(l.elems()), dout(l.elems());
   DeviceBuffer<__nv_bfloat16> out(l.elems()), dq(l.elems()), dk(l.elems()), dv(l.elems());
   DeviceBuffer<int32_t> offsets(num_seqs + 1);
@@ -428,6 +525,76 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
   BA_CHECK_CUDA(cudaStreamDestroy(stream));
 }
 
+// The API runs on the current device: the same calls on every GPU give the
+// same bits (same inputs, deterministic kernels), one after another and with
+// all GPUs at once from one host thread each.
+TEST(MultiGpu, EveryDeviceAndConcurrently) {
+  REQUIRE_GPU();
+  int devices = 0;
+  BA_CHECK_CUDA(cudaGetDeviceCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "needs at least 2 CUDA devices; found " << devices;
+  std::mt19937_64 rng = testing::test_rng();
+  const std::vector<int32_t> lengths = {64, 1, 500, 135, 0, 300};
+  const int64_t tokens = 1000, num_seqs = static_cast<int64_t>(lengths.size());
+  const Layout ql = make_layout(tokens, 8, 128, LayoutKind::kPacked),
+               kl = make_layout(tokens, 2, 128, LayoutKind::kPacked);
+  const HostTensor<__nv_bfloat16> hq(ql, rng), hk(kl, rng), hv(kl, rng), hdout(ql, rng);
+  auto offsets_host = offsets_from_lengths(lengths);
+  offsets_host.back() = static_cast<int32_t>(tokens);  // the last sequence takes the rest
+
+  // Everything one device needs, allocated and run on that device.
+  struct OnDevice {
+    std::vector<__nv_bfloat16> out, dq, dk, dv;
+    Status forward_status, backward_status;
+  };
+  auto run_on = [&](int device, OnDevice* r) {
+    BA_CHECK_CUDA(cudaSetDevice(device));
+    DeviceBuffer<__nv_bfloat16> q(ql.elems()), k(kl.elems()), v(kl.elems()), dout(ql.elems());
+    DeviceBuffer<__nv_bfloat16> out(ql.elems()), dq(ql.elems()), dk(kl.elems()), dv(kl.elems());
+    DeviceBuffer<int32_t> offsets(offsets_host.size());
+    DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
+    q.upload(hq.stored);
+    k.upload(hk.stored);
+    v.upload(hv.stored);
+    dout.upload(hdout.stored);
+    offsets.upload(offsets_host);
+    for (auto* t : {&out, &dq, &dk, &dv})
+      t->poison();
+    const Shape shape{num_seqs, tokens, 8, 2, 128, DType::kBF16};
+    const ForwardArgs fa = forward_args(shape, offsets.get(), ql, kl, q.get(), k.get(), v.get(), out.get());
+    const BackwardArgs ba = backward_args(fa, ql, kl, dout.get(), dq.get(), dk.get(), dv.get());
+    r->forward_status = forward(fa, ws.get(), ws.bytes(), nullptr);
+    r->backward_status = backward(ba, ws.get(), ws.bytes(), nullptr);
+    BA_CHECK_CUDA(cudaDeviceSynchronize());
+    r->out = out.download();
+    r->dq = dq.download();
+    r->dk = dk.download();
+    r->dv = dv.download();
+  };
+  auto expect_same = [](const OnDevice& a, const OnDevice& b, const std::string& what) {
+    ASSERT_TRUE(a.forward_status.ok()) << a.forward_status.message;
+    ASSERT_TRUE(a.backward_status.ok()) << a.backward_status.message;
+    EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2)) << what << ": out";
+    EXPECT_EQ(0, std::memcmp(a.dq.data(), b.dq.data(), a.dq.size() * 2)) << what << ": dq";
+    EXPECT_EQ(0, std::memcmp(a.dk.data(), b.dk.data(), a.dk.size() * 2)) << what << ": dk";
+    EXPECT_EQ(0, std::memcmp(a.dv.data(), b.dv.data(), a.dv.size() * 2)) << what << ": dv";
+  };
+
+  std::vector<OnDevice> alone(devices), together(devices);
+  for (int d = 0; d < devices; ++d)
+    run_on(d, &alone[d]);
+  std::vector<std::thread> threads;
+  for (int d = 0; d < devices; ++d)
+    threads.emplace_back(run_on, d, &together[d]);
+  for (auto& t : threads)
+    t.join();
+  BA_CHECK_CUDA(cudaSetDevice(0));
+  for (int d = 0; d < devices; ++d) {
+    expect_same(alone[d], alone[0], "device " + std::to_string(d) + " vs device 0");
+    expect_same(together[d], alone[d], "device " + std::to_string(d) + " concurrently vs alone");
+  }
+}
+
 // kAuto takes the sm_90 path on compute capability 9.0 unless
 // BLOCKATTN_FORCE_PORTABLE is set, and the portable path elsewhere.
 TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
@@ -461,8 +628,9 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   // The backward follows the same rule for head_dim 128; kAuto keeps the
   // portable backward at head_dim 64 and for grouped-query attention.
   DeviceBuffer<__nv_bfloat16> grads(3 * 1000 * 2 * 64);
-  BackwardArgs b = backward_args(a, make_layout(1000, 2, 64, false), make_layout(1000, 2, 64, false), t.get(),
-                                 grads.get(), grads.get() + 1000 * 128, grads.get() + 2 * 1000 * 128);
+  BackwardArgs b =
+      backward_args(a, make_layout(1000, 2, 64, LayoutKind::kPacked), make_layout(1000, 2, 64, LayoutKind::kPacked),
+                    t.get(), grads.get(), grads.get() + 1000 * 128, grads.get() + 2 * 1000 * 128);
   b.options.backend = Backend::kAuto;  // the forward's arguments above ended with kHopper
   ASSERT_TRUE(backward_backend(b, &chosen).ok());
   EXPECT_EQ(chosen, Backend::kPortable);  // head_dim 64

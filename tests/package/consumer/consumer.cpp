@@ -22,7 +22,6 @@ int main() {
     std::fprintf(stderr, "consumer: unexpected status %d: %s\n", static_cast<int>(s.code), s.message.c_str());
     return 1;
   }
-  std::printf("consumer: %zu kernels, C ABI version %d, library %s\n", n, blockattn_abi_version(),
-              blockattn_version());
+  std::printf("consumer: %zu kernels, C ABI version %d, library %s\n", n, blockattn_abi_version(), blockattn_version());
   return 0;
 }
