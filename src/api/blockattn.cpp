@@ -17,9 +17,12 @@ namespace {
 Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   BLOCKATTN_RETURN_IF_ERROR(api::validate_problem(p));
   BLOCKATTN_RETURN_IF_ERROR(api::validate_workspace(p, workspace, workspace_bytes));
-  if (p.empty()) return Status::Ok();
+  // A named backend is asked even when there is nothing to compute, so that a
+  // request it cannot serve is refused whatever the batch holds.
+  if (p.empty() && p.backend == Backend::kAuto) return Status::Ok();
   const core::KernelBackend* backend = nullptr;
   BLOCKATTN_RETURN_IF_ERROR(api::choose_backend(p, &backend));
+  if (p.empty()) return Status::Ok();
   const Shape& s = p.shape;
   BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
       schedule::build_block_schedule(p.offsets, static_cast<int32_t>(s.num_seqs), static_cast<int32_t>(s.total_tokens),
