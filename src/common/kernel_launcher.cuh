@@ -51,6 +51,18 @@ int kernel_ctas_per_sm() {
 
 }  // namespace blockattn
 
+// Registers `Arch::kernel_fn<T, D, B>` with config `Arch::ConfigT<T, D, B>` as
+// the kernel of table rows (Arch, Op); written after the kernel's definition,
+// outside any namespace.
+#define BLOCKATTN_KERNEL_OF(Arch, Op, kernel_fn, ConfigT)    \
+  namespace blockattn {                                      \
+  template <typename T, int D, int B>                        \
+  struct KernelOf<Arch::Params, Operation::k##Op, T, D, B> { \
+    using Config = Arch::ConfigT<T, D, B>;                   \
+    static constexpr auto kernel = Arch::kernel_fn<T, D, B>; \
+  };                                                         \
+  }
+
 // Explicit instantiation of launch_kernel() and kernel_ctas_per_sm() for one
 // table row; used by the generated sources only (cmake/BlockattnKernels.cmake).
 #define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B)                                                  \

@@ -166,12 +166,4 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
 
 }  // namespace blockattn::sm80
 
-namespace blockattn {
-
-template <typename T, int D, int B>
-struct KernelOf<sm80::Params, Operation::kBackward, T, D, B> {
-  using Config = sm80::BackwardConfig<T, D, B>;
-  static constexpr auto kernel = sm80::backward_kernel<T, D, B>;
-};
-
-}  // namespace blockattn
+BLOCKATTN_KERNEL_OF(sm80, Backward, backward_kernel, BackwardConfig)

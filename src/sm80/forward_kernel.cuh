@@ -124,12 +124,4 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfi
 
 }  // namespace blockattn::sm80
 
-namespace blockattn {
-
-template <typename T, int D, int B>
-struct KernelOf<sm80::Params, Operation::kForward, T, D, B> {
-  using Config = sm80::ForwardConfig<T, D, B>;
-  static constexpr auto kernel = sm80::forward_kernel<T, D, B>;
-};
-
-}  // namespace blockattn
+BLOCKATTN_KERNEL_OF(sm80, Forward, forward_kernel, ForwardConfig)

@@ -242,12 +242,4 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
 
 }  // namespace blockattn::sm90
 
-namespace blockattn {
-
-template <typename T, int D, int B>
-struct KernelOf<sm90::Params, Operation::kBackward, T, D, B> {
-  using Config = sm90::BackwardConfig<T, D, B>;
-  static constexpr auto kernel = sm90::backward_kernel<T, D, B>;
-};
-
-}  // namespace blockattn
+BLOCKATTN_KERNEL_OF(sm90, Backward, backward_kernel, BackwardConfig)

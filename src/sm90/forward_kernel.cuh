@@ -152,12 +152,4 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
 
 }  // namespace blockattn::sm90
 
-namespace blockattn {
-
-template <typename T, int D, int B>
-struct KernelOf<sm90::Params, Operation::kForward, T, D, B> {
-  using Config = sm90::ForwardConfig<T, D, B>;
-  static constexpr auto kernel = sm90::forward_kernel<T, D, B>;
-};
-
-}  // namespace blockattn
+BLOCKATTN_KERNEL_OF(sm90, Forward, forward_kernel, ForwardConfig)
