@@ -119,36 +119,36 @@ def profile(iters: int) -> None:
     q, k, v, offsets, _ = case(4, 128, 4, seed=0)
     scale = 1.0 / math.sqrt(128)
     out = torch.empty_like(q)
-    tensors = dict(q=q, k=k, v=v, out=out)
+    tensors = (q, k, v, out, None, None, None, None)
 
     def timed(name, fn):
         torch.cuda.synchronize()
+        for _ in range(10):
+            fn()
         start = time.perf_counter()
         for _ in range(iters):
             fn()
         torch.cuda.synchronize()
-        print(f"  {name:44s} {(time.perf_counter() - start) / iters * 1e6:7.1f} us")
+        print(f"  {name:46s} {(time.perf_counter() - start) / iters * 1e6:7.1f} us")
 
     print("host cost of one blockattn forward (B=4, D=128, H=4):")
     timed("block_attention(q, k, v, offsets) (all)", lambda: blockattn.block_attention(q, k, v, offsets))
-    timed("torch.ops.blockattn.block_attention_fwd", lambda: torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale))
-    impl = getattr(ops.block_attention_fwd, "_init_fn", None)  # the function under the custom op
-    if impl is not None:
-        timed("  the op's Python function (no dispatch)", lambda: impl(q, k, v, offsets, scale))
-    timed("  _check_inputs", lambda: ops._check_inputs(q, k, v, offsets))
-    timed("  _kernel_operand x3", lambda: [ops._kernel_operand(t) for t in (q, k, v)])
-    timed("  _make_args", lambda: ops._make_args(q, k, offsets, scale, tensors))
-    timed("  q.new_empty (output)", lambda: q.new_empty(q.shape))
-    timed("  torch.empty (workspace)", lambda: torch.empty(1024, dtype=torch.uint8, device=q.device))
-    timed("  torch.cuda.device(q.device) enter/exit", lambda: torch.cuda.device(q.device).__enter__())
-    timed("  current_stream().cuda_stream", lambda: torch.cuda.current_stream(q.device).cuda_stream)
-    args = ops._make_args(q, k, offsets, scale, tensors)
-    ws = torch.empty(_lib.workspace_size(args.num_seqs, args.total_tokens), dtype=torch.uint8, device=q.device)
-    args.workspace, args.workspace_bytes = ws.data_ptr(), ws.numel()
-    args.stream = torch.cuda.current_stream().cuda_stream
-    import ctypes
+    timed("  torch.ops.blockattn.block_attention_fwd", lambda: torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale))
+    timed("  ops._forward (the implementation)", lambda: ops._forward(q, k, v, offsets, scale))
+    timed("    _check_inputs", lambda: ops._check_inputs(q, k, v, offsets))
+    timed("    _kernel_operand x3", lambda: [ops._kernel_operand(t) for t in (q, k, v)])
+    timed("    q.new_empty (output)", lambda: q.new_empty(q.shape))
+    timed("    torch.empty (workspace)", lambda: torch.empty(1024, dtype=torch.uint8, device=q.device))
+    timed("    _lib.pack_args", lambda: _lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), tensors, 0, 0, 0))
+    timed("    current raw stream", lambda: torch._C._cuda_getCurrentRawStream(0))
+    ws = torch.empty(_lib.workspace_size(4, q.shape[0]), dtype=torch.uint8, device=q.device)
+    stream = torch._C._cuda_getCurrentRawStream(0)
 
-    timed("  blockattn_forward via ctypes (C++ + launches)", lambda: _lib.forward(ctypes.byref(args)))
+    def c_call():
+        _lib.forward(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), tensors,
+                                    ws.data_ptr(), ws.numel(), stream))
+
+    timed("    blockattn_forward via ctypes (C++ + launches)", c_call)
 
 
 def main() -> int:

@@ -7,6 +7,8 @@ header field for field; ctypes lays them out with the platform's C rules.
 
 import ctypes
 import os
+import struct
+import threading
 from pathlib import Path
 
 ABI_VERSION = 2
@@ -65,6 +67,55 @@ class Args(ctypes.Structure):
 
     def __init__(self, **fields):
         super().__init__(struct_size=ctypes.sizeof(Args), **fields)
+
+
+# The tensor fields of blockattn_args, in order.
+TENSOR_FIELDS = ("q", "k", "v", "out", "dout", "dq", "dk", "dv")
+
+
+def _args_packer() -> struct.Struct:
+    """A struct.Struct writing blockattn_args in the layout ctypes computed for
+    Args (its field offsets and padding), so the per-call packing is one call
+    instead of building a ctypes object field by field."""
+    codes = {ctypes.c_size_t: "Q", ctypes.c_int64: "q", ctypes.c_int32: "i", ctypes.c_float: "f", ctypes.c_void_p: "Q"}
+    fmt, pos = "<", 0
+    for name, ctype in Args._fields_:
+        offset = getattr(Args, name).offset
+        fmt += "x" * (offset - pos)
+        fmt += "Qqq" if ctype is TensorView else codes[ctype]
+        pos = offset + ctypes.sizeof(ctype)
+    packer = struct.Struct(fmt + "x" * (ctypes.sizeof(Args) - pos))
+    assert packer.size == ctypes.sizeof(Args)
+    return packer
+
+
+_PACKER = _args_packer()
+_ARGS_SIZE = ctypes.sizeof(Args)
+_per_thread = threading.local()
+
+
+def pack_args(num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype, block_size, scale, backend,
+              offsets_ptr, tensors, workspace_ptr, workspace_bytes, stream):  # fmt: skip
+    """A reference to this thread's blockattn_args, filled for one call.
+
+    `tensors` are (q, k, v, out, dout, dq, dk, dv), torch tensors or None; the
+    reference is valid until the thread's next pack_args.
+    """
+    args = getattr(_per_thread, "args", None)
+    if args is None:
+        args = _per_thread.args = Args()
+        _per_thread.view = memoryview(args).cast("B")
+    views = []
+    for t in tensors:
+        if t is None:
+            views += (0, 0, 0)
+        else:
+            views += (t.data_ptr(), t.stride(0), t.stride(1))
+    _PACKER.pack_into(
+        _per_thread.view, 0, _ARGS_SIZE, num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype,
+        block_size, scale, backend, offsets_ptr, *views, workspace_ptr, workspace_bytes, stream,
+    )  # fmt: skip
+    return ctypes.byref(args)
 
 
 class Config(ctypes.Structure):

@@ -67,7 +67,24 @@ def block_attention(
     """
     _check_inputs(q, k, v, offsets)
     scale = _resolve_scale(scale, q.shape[2])
+    if _plain_eager():
+        return _BlockAttention.apply(q, k, v, offsets, scale)
     return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale)
+
+
+def _plain_eager() -> bool:
+    """True when nothing but ordinary eager autograd will see the call: no
+    torch.compile/export tracing, no dispatch or torch-function mode (fake
+    tensors, FlopCounterMode, ...), no functorch transform. Then the call skips
+    the custom-op dispatcher (tens of microseconds of host time per pass) and
+    runs the same implementation through an autograd.Function; otherwise it
+    goes through the registered ops, which those systems understand."""
+    return (
+        not torch.compiler.is_compiling()
+        and torch._C._len_torch_dispatch_stack() == 0
+        and not torch._C._is_torch_function_mode_enabled()
+        and torch._C._functorch.peek_interpreter_stack() is None
+    )
 
 
 def supported_configs() -> list[dict]:
@@ -148,14 +165,43 @@ def _resolve_scale(scale, head_dim: int) -> float:
 # --------------------------------------------------------------------------- #
 
 
-@torch.library.custom_op("blockattn::block_attention_fwd", mutates_args=(), device_types="cuda")
-def block_attention_fwd(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
+def _forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
     out = q.new_empty(q.shape)
     if q.shape[0] == 0:
         return out
-    q, k, v = (_kernel_operand(t) for t in (q, k, v))
-    _launch(_lib.forward, "forward", q, k, offsets, scale, dict(q=q, k=k, v=v, out=out))
+    q, k, v = _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
+    _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out, None, None, None, None))
     return out
+
+
+def _backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float):
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    if q.shape[0] == 0:
+        return dq, dk, dv
+    dout, q, k, v = _kernel_operand(dout), _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
+    _launch(_lib.backward, "backward", q, k, offsets, scale, (q, k, v, None, dout, dq, dk, dv))
+    return dq, dk, dv
+
+
+class _BlockAttention(torch.autograd.Function):
+    """The plain-eager path (see _plain_eager): the ops' implementation with
+    the same autograd formula, minus the dispatcher."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, offsets, scale):
+        ctx.save_for_backward(q, k, v, offsets)
+        ctx.scale = scale
+        return _forward(q, k, v, offsets, scale)
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, offsets = ctx.saved_tensors
+        return (*_backward(dout, q, k, v, offsets, ctx.scale), None, None)
+
+
+@torch.library.custom_op("blockattn::block_attention_fwd", mutates_args=(), device_types="cuda")
+def block_attention_fwd(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
+    return _forward(q, k, v, offsets, scale)
 
 
 @block_attention_fwd.register_fake
@@ -167,12 +213,7 @@ def _block_attention_fwd_fake(q, k, v, offsets, scale):
 def block_attention_bwd(
     dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float
 ) -> tuple[Tensor, Tensor, Tensor]:
-    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-    if q.shape[0] == 0:
-        return dq, dk, dv
-    dout, q, k, v = (_kernel_operand(t) for t in (dout, q, k, v))
-    _launch(_lib.backward, "backward", q, k, offsets, scale, dict(q=q, k=k, v=v, dout=dout, dq=dq, dk=dk, dv=dv))
-    return dq, dk, dv
+    return _backward(dout, q, k, v, offsets, scale)
 
 
 @block_attention_bwd.register_fake
@@ -220,53 +261,44 @@ def _kernel_operand(t: Tensor) -> Tensor:
     return t if in_place else t.clone(memory_format=torch.contiguous_format)
 
 
-def _view(t: Tensor) -> _lib.TensorView:
-    return _lib.TensorView(t.data_ptr(), t.stride(0), t.stride(1))
+def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors) -> None:
+    """Runs a C entry point on q's device and that device's current stream.
 
-
-def _make_args(q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors: dict) -> _lib.Args:
-    """blockattn_args for q's problem; `tensors` maps field names (q, k, v, out,
-    dout, dq, dk, dv) to the call's tensors. `offsets` must be contiguous."""
-    return _lib.Args(
-        num_seqs=offsets.shape[0] - 1,
-        total_tokens=q.shape[0],
-        num_q_heads=q.shape[1],
-        num_kv_heads=k.shape[1],
-        head_dim=q.shape[2],
-        dtype=_DTYPE_CODES[q.dtype],
-        block_size=BLOCK_SIZE,
-        softmax_scale=scale,
-        backend=_lib.BACKEND_AUTO,
-        offsets=offsets.data_ptr(),
-        **{name: _view(t) for name, t in tensors.items()},
-    )
-
-
-def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors: dict) -> None:
-    """Runs a C entry point on q's device and that device's current stream."""
-    offsets = offsets.contiguous()
-    args = _make_args(q, k, offsets, scale, tensors)
-    with torch.cuda.device(q.device):
-        args.workspace_bytes = _lib.workspace_size(args.num_seqs, args.total_tokens)
-        # Allocated per call from the caching allocator on the current stream:
-        # cheap, stream-ordered, and drawn from the graph pool under capture.
-        workspace = torch.empty(args.workspace_bytes, dtype=torch.uint8, device=q.device)
-        args.workspace = workspace.data_ptr()
-        args.stream = torch.cuda.current_stream(q.device).cuda_stream
-        status = entry(ctypes.byref(args))
+    `tensors` are the call's (q, k, v, out, dout, dq, dk, dv), None where unused.
+    """
+    if not offsets.is_contiguous():
+        offsets = offsets.contiguous()
+    device = q.get_device()
+    if device != torch._C._cuda_getDevice():
+        with torch.cuda.device(device):
+            return _launch(entry, what, q, k, offsets, scale, tensors)
+    num_seqs, total = offsets.shape[0] - 1, q.shape[0]
+    workspace_bytes = _lib.workspace_size(num_seqs, total)
+    # Allocated per call from the caching allocator on the current stream:
+    # cheap, stream-ordered, and drawn from the graph pool under capture.
+    workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+    args = _lib.pack_args(
+        num_seqs, total, q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], BLOCK_SIZE, scale,
+        _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, workspace.data_ptr(), workspace_bytes,
+        torch._C._cuda_getCurrentRawStream(device),
+    )  # fmt: skip
+    status = entry(args)
     if status != _lib.OK:
         name = _lib.STATUS_NAMES.get(status, str(status))
         raise RuntimeError(f"blockattn {what} failed ({name}): {_lib.last_error()}")
 
 
-def _query_backend(entry, what: str, q, k, v, offsets, scale, tensors: dict) -> str:
+def _query_backend(entry, what: str, q, k, v, offsets, scale, tensors) -> str:
     _check_inputs(q, k, v, offsets)
     scale = _resolve_scale(scale, q.shape[2])
     offsets = offsets.contiguous()
-    args = _make_args(q, k, offsets, scale, tensors)
+    args = _lib.pack_args(
+        offsets.shape[0] - 1, q.shape[0], q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], BLOCK_SIZE,
+        scale, _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, 0, 0, 0,
+    )  # fmt: skip
     chosen = ctypes.c_int32(0)
     with torch.cuda.device(q.device):
-        status = entry(ctypes.byref(args), ctypes.byref(chosen))
+        status = entry(args, ctypes.byref(chosen))
     if status != _lib.OK:
         name = _lib.STATUS_NAMES.get(status, str(status))
         raise RuntimeError(f"blockattn {what} backend query failed ({name}): {_lib.last_error()}")
@@ -279,14 +311,14 @@ def forward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: 
     (sm_80+: mma.sync). Launches nothing."""
     q, k, v = (_kernel_operand(t) for t in (q, k, v))
     out = q.new_empty(q.shape)
-    return _query_backend(_lib.forward_backend, "forward", q, k, v, offsets, scale, dict(q=q, k=k, v=v, out=out))
+    return _query_backend(_lib.forward_backend, "forward", q, k, v, offsets, scale, (q, k, v, out, None, None, None, None))
 
 
 def backward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None) -> str:
     """The same for the backward (GQA and head dim 64 run on "portable" today)."""
     q, k, v = (_kernel_operand(t) for t in (q, k, v))
     dout, dq, dk, dv = q.new_empty(q.shape), q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-    tensors = dict(q=q, k=k, v=v, dout=dout, dq=dq, dk=dk, dv=dv)
+    tensors = (q, k, v, None, dout, dq, dk, dv)
     return _query_backend(_lib.backward_backend, "backward", q, k, v, offsets, scale, tensors)
 
 

@@ -299,6 +299,38 @@ def test_backend_queries(monkeypatch):
         blockattn.forward_backend(q[..., :40], k[..., :40], v[..., :40], offsets)
 
 
+def test_args_packing_matches_the_c_layout():
+    # _lib.pack_args writes blockattn_args with struct; it must produce the
+    # bytes ctypes lays out for the same values.
+    import ctypes
+
+    from blockattn import _lib
+
+    q, k, v, offsets = make_batch([3, 70], 4, 2, 64)
+    out = torch.empty_like(q)
+    tv = lambda t: _lib.TensorView(t.data_ptr(), t.stride(0), t.stride(1))  # noqa: E731
+    want = _lib.Args(
+        num_seqs=2, total_tokens=73, num_q_heads=4, num_kv_heads=2, head_dim=64, dtype=1, block_size=64,
+        softmax_scale=0.3, backend=2, offsets=offsets.data_ptr(), q=tv(q), k=tv(k), v=tv(v), out=tv(out),
+        workspace=12345, workspace_bytes=678, stream=91011,
+    )  # fmt: skip
+    _lib.pack_args(2, 73, 4, 2, 64, 1, 64, 0.3, 2, offsets.data_ptr(), (q, k, v, out, None, None, None, None),
+                   12345, 678, 91011)  # fmt: skip
+    assert bytes(_lib._per_thread.view) == bytes(memoryview(want).cast("B"))
+    assert ctypes.sizeof(want) == len(_lib._per_thread.view)
+
+
+def test_plain_eager_path_matches_the_op(monkeypatch):
+    # block_attention skips the dispatcher in plain eager mode; both routes
+    # must give the same bits, forward and backward.
+    q, k, v, offsets = make_batch(EDGE_LENGTHS, 8, 2, 64)
+    dout = torch.randn_like(q)
+    fast = forward_backward(block_attention, q, k, v, offsets, dout)
+    monkeypatch.setattr(ops, "_plain_eager", lambda: False)
+    dispatched = forward_backward(block_attention, q, k, v, offsets, dout)
+    assert_all_equal(fast, dispatched)
+
+
 def test_environment_report():
     import os
     import subprocess
