@@ -134,7 +134,7 @@ def profile(iters: int) -> None:
     print("host cost of one blockattn forward (B=4, D=128, H=4):")
     timed("block_attention(q, k, v, offsets) (all)", lambda: blockattn.block_attention(q, k, v, offsets))
     timed("  torch.ops.blockattn.block_attention_fwd", lambda: torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale))
-    timed("  ops._forward (the implementation)", lambda: ops._forward(q, k, v, offsets, scale))
+    timed("  ops._run_forward (the implementation)", lambda: ops._run_forward(q, k, v, offsets, scale))
     timed("    _check_inputs", lambda: ops._check_inputs(q, k, v, offsets))
     timed("    _kernel_operand x3", lambda: [ops._kernel_operand(t) for t in (q, k, v)])
     timed("    q.new_empty (output)", lambda: q.new_empty(q.shape))

@@ -165,7 +165,7 @@ def _resolve_scale(scale, head_dim: int) -> float:
 # --------------------------------------------------------------------------- #
 
 
-def _forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
+def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
     out = q.new_empty(q.shape)
     if q.shape[0] == 0:
         return out
@@ -174,7 +174,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> 
     return out
 
 
-def _backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float):
+def _run_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float):
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     if q.shape[0] == 0:
         return dq, dk, dv
@@ -191,17 +191,17 @@ class _BlockAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, offsets, scale):
         ctx.save_for_backward(q, k, v, offsets)
         ctx.scale = scale
-        return _forward(q, k, v, offsets, scale)
+        return _run_forward(q, k, v, offsets, scale)
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, offsets = ctx.saved_tensors
-        return (*_backward(dout, q, k, v, offsets, ctx.scale), None, None)
+        return (*_run_backward(dout, q, k, v, offsets, ctx.scale), None, None)
 
 
 @torch.library.custom_op("blockattn::block_attention_fwd", mutates_args=(), device_types="cuda")
 def block_attention_fwd(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
-    return _forward(q, k, v, offsets, scale)
+    return _run_forward(q, k, v, offsets, scale)
 
 
 @block_attention_fwd.register_fake
@@ -213,7 +213,7 @@ def _block_attention_fwd_fake(q, k, v, offsets, scale):
 def block_attention_bwd(
     dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return _backward(dout, q, k, v, offsets, scale)
+    return _run_backward(dout, q, k, v, offsets, scale)
 
 
 @block_attention_bwd.register_fake
@@ -228,13 +228,13 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.scale = scale
 
 
-def _backward(ctx, dout):
+def _op_backward(ctx, dout):
     q, k, v, offsets = ctx.saved_tensors
     dq, dk, dv = torch.ops.blockattn.block_attention_bwd(dout, q, k, v, offsets, ctx.scale)
     return dq, dk, dv, None, None
 
 
-block_attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+block_attention_fwd.register_autograd(_op_backward, setup_context=_setup_context)
 
 
 # --------------------------------------------------------------------------- #
