@@ -68,7 +68,9 @@ def block_attention(
     _check_inputs(q, k, v, offsets)
     scale = _resolve_scale(scale, q.shape[2])
     if _plain_eager():
-        return _BlockAttention.apply(q, k, v, offsets, scale)
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            return _BlockAttention.apply(q, k, v, offsets, scale)
+        return _run_forward(q, k, v, offsets, scale)  # nothing to differentiate: no autograd node
     return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale)
 
 

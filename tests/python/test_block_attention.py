@@ -326,9 +326,13 @@ def test_plain_eager_path_matches_the_op(monkeypatch):
     q, k, v, offsets = make_batch(EDGE_LENGTHS, 8, 2, 64)
     dout = torch.randn_like(q)
     fast = forward_backward(block_attention, q, k, v, offsets, dout)
+    with torch.no_grad():
+        inference = block_attention(q, k, v, offsets)
+    assert inference.grad_fn is None
     monkeypatch.setattr(ops, "_plain_eager", lambda: False)
     dispatched = forward_backward(block_attention, q, k, v, offsets, dout)
     assert_all_equal(fast, dispatched)
+    assert_all_equal((inference,), (dispatched[0],))
 
 
 def test_environment_report():
