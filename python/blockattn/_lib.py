@@ -156,7 +156,7 @@ def _load() -> tuple[ctypes.CDLL, Path]:
         f"blockattn: {LIBRARY_NAME} not found. Searched:\n  {searched}\n"
         "Build it from the repository root with\n"
         "  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build\n"
-        "then either `pip install --no-build-isolation ./python`, or put python/ on "
+        "then either `pip install ./python`, or put python/ on "
         "PYTHONPATH, or set BLOCKATTN_LIBRARY to the .so's path."
     )
 
