@@ -92,6 +92,13 @@ struct Options {
   // Softmax scale; 0 means 1/sqrt(head_dim). Must be finite.
   float softmax_scale = 0.f;
   Backend backend = Backend::kAuto;
+  // The workspace already holds the block schedule of these offsets, built by
+  // an earlier call with the same num_seqs, total_tokens and block_size on the
+  // same stream (e.g. the forward before this backward): skip rebuilding it.
+  // The kernels check those sizes on the device and do nothing if they differ
+  // (outputs untouched, never an access outside the tensors); offsets whose
+  // content changed in between give results for the old offsets.
+  bool reuse_schedule = false;
 };
 
 // What forward and backward both take.

@@ -67,6 +67,7 @@ typedef struct {
   void* workspace;
   size_t workspace_bytes;
   void* stream;
+  int32_t reuse_schedule; /* nonzero: the workspace holds this call's schedule (blockattn::Options) */
 } blockattn_args;
 
 #define BLOCKATTN_ARGS_INIT \

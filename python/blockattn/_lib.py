@@ -63,6 +63,7 @@ class Args(ctypes.Structure):
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
         ("stream", ctypes.c_void_p),
+        ("reuse_schedule", ctypes.c_int32),
     ]
 
     def __init__(self, **fields):
@@ -95,7 +96,7 @@ _per_thread = threading.local()
 
 
 def pack_args(num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype, block_size, scale, backend,
-              offsets_ptr, tensors, workspace_ptr, workspace_bytes, stream):  # fmt: skip
+              offsets_ptr, tensors, workspace_ptr, workspace_bytes, stream, reuse_schedule=0):  # fmt: skip
     """A reference to this thread's blockattn_args, filled for one call.
 
     `tensors` are (q, k, v, out, dout, dq, dk, dv), torch tensors or None; the
@@ -113,7 +114,7 @@ def pack_args(num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype
             views += (t.data_ptr(), t.stride(0), t.stride(1))
     _PACKER.pack_into(
         _per_thread.view, 0, _ARGS_SIZE, num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype,
-        block_size, scale, backend, offsets_ptr, *views, workspace_ptr, workspace_bytes, stream,
+        block_size, scale, backend, offsets_ptr, *views, workspace_ptr, workspace_bytes, stream, reuse_schedule,
     )  # fmt: skip
     return ctypes.byref(args)
 

@@ -167,38 +167,44 @@ def _resolve_scale(scale, head_dim: int) -> float:
 # --------------------------------------------------------------------------- #
 
 
-def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
-    out = q.new_empty(q.shape)
-    if q.shape[0] == 0:
-        return out
-    q, k, v = _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
-    _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out, None, None, None, None))
-    return out
+def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float, keep_schedule: bool = False):
+    """out; with keep_schedule, (out, workspace holding the block schedule) for a backward to reuse."""
+    out, workspace = q.new_empty(q.shape), None
+    if q.shape[0] != 0:
+        q, k, v = _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
+        workspace = _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out, None, None, None, None))
+    return (out, workspace) if keep_schedule else out
 
 
-def _run_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float):
+def _run_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float, schedule=None):
+    """dq, dk, dv; `schedule` is the forward's workspace when it may be reused."""
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     if q.shape[0] == 0:
         return dq, dk, dv
     dout, q, k, v = _kernel_operand(dout), _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
-    _launch(_lib.backward, "backward", q, k, offsets, scale, (q, k, v, None, dout, dq, dk, dv))
+    tensors = (q, k, v, None, dout, dq, dk, dv)
+    _launch(_lib.backward, "backward", q, k, offsets, scale, tensors, workspace=schedule)
     return dq, dk, dv
 
 
 class _BlockAttention(torch.autograd.Function):
     """The plain-eager path (see _plain_eager): the ops' implementation with
-    the same autograd formula, minus the dispatcher."""
+    the same autograd formula, minus the dispatcher. The backward reuses the
+    block schedule the forward built (its workspace is kept on the context;
+    the kernels check on the device that it matches)."""
 
     @staticmethod
     def forward(ctx, q, k, v, offsets, scale):
+        out, ctx.schedule = _run_forward(q, k, v, offsets, scale, keep_schedule=True)
         ctx.save_for_backward(q, k, v, offsets)
         ctx.scale = scale
-        return _run_forward(q, k, v, offsets, scale)
+        return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, offsets = ctx.saved_tensors
-        return (*_run_backward(dout, q, k, v, offsets, ctx.scale), None, None)
+        grads = _run_backward(dout, q, k, v, offsets, ctx.scale, schedule=ctx.schedule)
+        return (*grads, None, None)
 
 
 @torch.library.custom_op("blockattn::block_attention_fwd", mutates_args=(), device_types="cuda")
@@ -263,31 +269,36 @@ def _kernel_operand(t: Tensor) -> Tensor:
     return t if in_place else t.clone(memory_format=torch.contiguous_format)
 
 
-def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors) -> None:
-    """Runs a C entry point on q's device and that device's current stream.
+def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors, workspace=None):
+    """Runs a C entry point on q's device and that device's current stream;
+    returns the workspace, which holds the call's block schedule.
 
     `tensors` are the call's (q, k, v, out, dout, dq, dk, dv), None where unused.
+    A `workspace` given is one an earlier call with the same offsets filled:
+    its schedule is reused instead of rebuilt.
     """
     if not offsets.is_contiguous():
         offsets = offsets.contiguous()
     device = q.get_device()
     if device != torch._C._cuda_getDevice():
         with torch.cuda.device(device):
-            return _launch(entry, what, q, k, offsets, scale, tensors)
+            return _launch(entry, what, q, k, offsets, scale, tensors, workspace)
     num_seqs, total = offsets.shape[0] - 1, q.shape[0]
-    workspace_bytes = _lib.workspace_size(num_seqs, total)
-    # Allocated per call from the caching allocator on the current stream:
-    # cheap, stream-ordered, and drawn from the graph pool under capture.
-    workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+    reuse = workspace is not None
+    if not reuse:
+        # Allocated per call from the caching allocator on the current stream:
+        # cheap, stream-ordered, and drawn from the graph pool under capture.
+        workspace = torch.empty(_lib.workspace_size(num_seqs, total), dtype=torch.uint8, device=q.device)
     args = _lib.pack_args(
         num_seqs, total, q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], BLOCK_SIZE, scale,
-        _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, workspace.data_ptr(), workspace_bytes,
-        torch._C._cuda_getCurrentRawStream(device),
+        _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, workspace.data_ptr(), workspace.numel(),
+        torch._C._cuda_getCurrentRawStream(device), int(reuse),
     )  # fmt: skip
     status = entry(args)
     if status != _lib.OK:
         name = _lib.STATUS_NAMES.get(status, str(status))
         raise RuntimeError(f"blockattn {what} failed ({name}): {_lib.last_error()}")
+    return workspace
 
 
 def _query_backend(entry, what: str, q, k, v, offsets, scale, tensors) -> str:

@@ -24,11 +24,12 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
   BLOCKATTN_RETURN_IF_ERROR(api::choose_backend(p, &backend));
   if (p.empty()) return Status::Ok();
   const Shape& s = p.shape;
-  BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
-      schedule::build_block_schedule(p.offsets, static_cast<int32_t>(s.num_seqs), static_cast<int32_t>(s.total_tokens),
-                                     s.block_size, workspace, stream),
-      "launching the block-schedule kernel"));
-  return backend->launch(p, schedule::WorkspaceLayout::schedule(workspace), stream);
+  const auto num_seqs = static_cast<int32_t>(s.num_seqs), tokens = static_cast<int32_t>(s.total_tokens);
+  if (!p.reuse_schedule)
+    BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
+        schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, stream),
+        "launching the block-schedule kernel"));
+  return backend->launch(p, schedule::WorkspaceLayout::schedule(workspace, num_seqs, tokens, s.block_size), stream);
 }
 
 Status chosen_backend(const core::Problem& p, Backend* chosen) {

@@ -28,7 +28,8 @@ blockattn_status fail(const char* message) {
   return BLOCKATTN_INVALID_ARGUMENT;
 }
 
-// The smallest struct_size a caller may pass: version 2's fields up to stream.
+// The smallest struct_size a caller may pass: version 2's fields up to stream
+// (reuse_schedule, appended after it, defaults to 0 for callers without it).
 constexpr size_t kMinArgsSize = offsetof(blockattn_args, stream) + sizeof(void*);
 
 // Reads the caller's struct (the first struct_size bytes of it; later fields
@@ -57,7 +58,7 @@ void fill_inputs(const blockattn_args& a, blockattn::AttentionInputs* in) {
   in->q = view(a.q);
   in->k = view(a.k);
   in->v = view(a.v);
-  in->options = {a.softmax_scale, static_cast<blockattn::Backend>(a.backend)};
+  in->options = {a.softmax_scale, static_cast<blockattn::Backend>(a.backend), a.reuse_schedule != 0};
 }
 
 blockattn::ForwardArgs forward_args(const blockattn_args& a) {

@@ -29,6 +29,7 @@ Problem common(Operation op, const AttentionInputs& in) {
   p.tensor(TensorId::kV) = in.v;
   p.softmax_scale = in.options.softmax_scale;
   p.backend = in.options.backend;
+  p.reuse_schedule = in.options.reuse_schedule;
   return p;
 }
 

@@ -20,6 +20,7 @@ struct Problem {
   TensorView tensors[static_cast<int>(TensorId::kCount)] = {};
   float softmax_scale = 0.f;  // as given; 0 = default (see resolved_scale())
   Backend backend = Backend::kAuto;
+  bool reuse_schedule = false;
 
   const TensorView& tensor(TensorId id) const { return tensors[static_cast<int>(id)]; }
   TensorView& tensor(TensorId id) { return tensors[static_cast<int>(id)]; }

@@ -18,7 +18,7 @@ struct MaxOp {
 
 __global__ void __launch_bounds__(kThreads)
     build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
-                                int32_t block_size, int32_t* __restrict__ block_count, BlockDesc* __restrict__ table) {
+                                int32_t block_size, ScheduleHeader* __restrict__ header, BlockDesc* __restrict__ table) {
   using Scan = cub::BlockScan<int32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ int32_t seq_begin[kThreads + 1];    // M_b for the chunk, plus one past
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
   }
-  if (tid == 0) *block_count = carry[1];
+  if (tid == 0) *header = {carry[1], num_seqs, total_tokens, block_size};
 }
 
 }  // namespace
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                                  void* workspace, cudaStream_t stream) {
   build_block_schedule_kernel<<<1, kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size,
-                                                          WorkspaceLayout::block_count(workspace),
+                                                          WorkspaceLayout::header(workspace),
                                                           WorkspaceLayout::table(workspace));
   return cudaGetLastError();
 }

@@ -44,23 +44,47 @@ BA_HOST_DEVICE int64_t max_blocks(int64_t num_seqs, int64_t total_tokens, int32_
   return (total_tokens + (block_size - 1) * num_seqs) / block_size;
 }
 
-// What the kernels read: the block count and the table, both written by the
-// schedule kernel earlier on the same stream.
-struct Schedule {
-  const int32_t* block_count;
-  const BlockDesc* blocks;
+// The workspace header the schedule kernel writes: the block count and the
+// sizes the table was built for. A call that reuses a schedule (built by an
+// earlier call, e.g. the forward before a backward) checks them on the device.
+struct ScheduleHeader {
+  int32_t block_count;
+  int32_t num_seqs;
+  int32_t total_tokens;
+  int32_t block_size;
 };
 
-// Workspace layout: a 16-byte header holding the block count, then the table,
-// sized for the smallest block size the caller may use.
+// What the kernels read: the header and the table, written by the schedule
+// kernel earlier on the same stream, and the sizes this call expects.
+struct Schedule {
+  const ScheduleHeader* header;
+  const BlockDesc* blocks;
+  int32_t num_seqs, total_tokens, block_size;
+
+  // The blocks to process: the header's count when the table was built for
+  // this call's sizes, else none. A reused schedule of another problem could
+  // name rows outside this call's tensors; it is ignored instead (outputs are
+  // left untouched). Same sizes but other offsets content stays in bounds:
+  // the table only names rows in [0, total_tokens).
+  BA_HOST_DEVICE int32_t block_count() const {
+    const ScheduleHeader h = *header;
+    return h.num_seqs == num_seqs && h.total_tokens == total_tokens && h.block_size == block_size ? h.block_count : 0;
+  }
+};
+
+// Workspace layout: the 16-byte header, then the table, sized for the
+// smallest block size the caller may use.
 struct WorkspaceLayout {
   static constexpr size_t kHeaderBytes = 16;
+  static_assert(sizeof(ScheduleHeader) == kHeaderBytes, "the table starts 16-byte aligned");
   static size_t bytes(int64_t num_seqs, int64_t total_tokens, int32_t smallest_block_size) {
     return kHeaderBytes +
            sizeof(BlockDesc) * static_cast<size_t>(max_blocks(num_seqs, total_tokens, smallest_block_size));
   }
-  static Schedule schedule(void* workspace) { return {block_count(workspace), table(workspace)}; }
-  static int32_t* block_count(void* workspace) { return static_cast<int32_t*>(workspace); }
+  static Schedule schedule(void* workspace, int32_t num_seqs, int32_t total_tokens, int32_t block_size) {
+    return {header(workspace), table(workspace), num_seqs, total_tokens, block_size};
+  }
+  static ScheduleHeader* header(void* workspace) { return static_cast<ScheduleHeader*>(workspace); }
   static BlockDesc* table(void* workspace) {
     return reinterpret_cast<BlockDesc*>(static_cast<char*>(workspace) + kHeaderBytes);
   }

@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
   const Hooks hooks{};
   const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
-  const int num_tiles = *p.attn.schedule.block_count * num_kv_heads;
+  const int num_tiles = p.attn.schedule.block_count() * num_kv_heads;
 
   for (int tile_index = blockIdx.x; tile_index < num_tiles; tile_index += gridDim.x) {
     const tile::TileCoords t = tile::TileCoords::per_kv_head(p.attn, num_kv_heads, tile_index);

@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfi
   auto stage_ptr = [&](int s) { return reinterpret_cast<T*>(smem + s * Cfg::kStageBytes); };
   const Hooks hooks{};
 
-  const int num_tiles = *p.attn.schedule.block_count * p.attn.num_q_heads;
+  const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   int tile = blockIdx.x;
   if (tile >= num_tiles) return;
   forward_issue_loads<T, D, B>(p, tile, stage_ptr(0));

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const BackwardSmem<T, D, B> sm(smem_raw);
   const Hooks hooks{};
-  const int num_tiles = *p.attn.schedule.block_count * p.attn.num_q_heads;  // Hq == Hkv
+  const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, coords_of,

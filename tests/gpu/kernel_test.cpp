@@ -525,6 +525,60 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
   BA_CHECK_CUDA(cudaStreamDestroy(stream));
 }
 
+// Options::reuse_schedule: a backward reusing the forward's schedule gives the
+// bits of one that rebuilds it; a schedule built for other sizes is ignored on
+// the device (outputs untouched; gpu_check.sh runs this under memcheck).
+TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng = testing::test_rng();
+  const std::vector<int32_t> lengths = {64, 1, 500, 135, 0, 300};
+  const auto offsets_host = offsets_from_lengths(lengths);
+  const int64_t tokens = offsets_host.back(), num_seqs = static_cast<int64_t>(lengths.size());
+  const Layout l = make_layout(tokens, 4, 128, LayoutKind::kPacked);
+  DeviceBuffer<__nv_bfloat16> q(l.elems()), k(l.elems()), v(l.elems()), dout(l.elems()), out(l.elems());
+  for (auto* t : {&q, &k, &v, &dout}) t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
+  DeviceBuffer<int32_t> offsets(offsets_host.size());
+  offsets.upload(offsets_host);
+  DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
+  const Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
+  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128)) {
+    ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
+    fa.options.backend = backend;
+    auto backward_grads = [&](bool reuse, const BackwardArgs& base) {
+      DeviceBuffer<__nv_bfloat16> dq(l.elems()), dk(l.elems()), dv(l.elems());
+      for (auto* t : {&dq, &dk, &dv}) t->poison();
+      BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
+      ba.shape = base.shape;
+      ba.offsets = base.offsets;
+      ba.options.reuse_schedule = reuse;
+      EXPECT_TRUE(backward(ba, ws.get(), ws.bytes(), nullptr).ok());
+      BA_CHECK_CUDA(cudaDeviceSynchronize());
+      return std::vector<std::vector<__nv_bfloat16>>{dq.download(), dk.download(), dv.download()};
+    };
+    const BackwardArgs same = backward_args(fa, l, l, nullptr, nullptr, nullptr, nullptr);
+    ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
+    const auto reused = backward_grads(true, same);
+    const auto rebuilt = backward_grads(false, same);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(0, std::memcmp(reused[i].data(), rebuilt[i].data(), rebuilt[i].size() * 2))
+          << backend_name(backend) << " gradient " << i;
+
+    // The workspace now holds the schedule of all tokens; a backward over the
+    // first 200 tokens only must not use it.
+    ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
+    BackwardArgs fewer = same;
+    fewer.shape.total_tokens = 200;
+    fewer.shape.num_seqs = 2;
+    const auto ignored = backward_grads(true, fewer);
+    for (int i = 0; i < 3; ++i)
+      for (const auto& x : ignored[i]) {
+        uint16_t bits;
+        std::memcpy(&bits, &x, 2);
+        ASSERT_EQ(bits, 0xFFFF) << backend_name(backend) << ": a stale schedule was used";
+      }
+  }
+}
+
 // The API runs on the current device: the same calls on every GPU give the
 // same bits (same inputs, deterministic kernels), one after another and with
 // all GPUs at once from one host thread each.
