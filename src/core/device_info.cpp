@@ -49,6 +49,13 @@ Status require_exact_compute_capability(int wanted, const char* who) {
   return cc == wanted ? Status::Ok() : capability_error(cc, who, "exactly ", wanted);
 }
 
+Status make_device_current() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaSetDevice(device) != cudaSuccess)
+    return cuda_failure("making the current device's context current");
+  return Status::Ok();
+}
+
 Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas) {
   const int sms = multiprocessor_count();
   if (sms == 0 || ctas_per_sm == 0) return cuda_failure("configuring the kernel");

@@ -43,6 +43,11 @@ Status require_compute_capability(int minimum, const char* who);
 // Same, for exactly this compute capability (arch-specific targets like sm_90a).
 Status require_exact_compute_capability(int wanted, const char* who);
 
+// Makes the current device's primary context current in the calling thread
+// (runtime calls do this implicitly; driver entry points called directly,
+// like cuTensorMapEncodeTiled, need it done first).
+Status make_device_current();
+
 // How many persistent CTAs to launch: as many as fit on the GPU
 // (ctas_per_sm per SM), but no more than there can be tiles (the kernel reads
 // the real tile count from the schedule). ctas_per_sm == 0 means the runtime

@@ -69,6 +69,12 @@ class Sm90Backend final : public core::KernelBackend {
 
   Status launch(const Problem& p, const schedule::Schedule& s, cudaStream_t stream) const override {
     const KernelEntry<Params>* kernel = find_entry(kKernels, p);
+    // The tensor maps are encoded by a driver entry point, which needs the
+    // device's context current in this thread. A runtime call makes it so;
+    // without one, a thread whose first call into this library lands here
+    // (e.g. a backward reusing the forward's schedule, in PyTorch's autograd
+    // thread) would have none.
+    BLOCKATTN_RETURN_IF_ERROR(core::make_device_current());
     Params params{};
     const char* error = nullptr;
     for_each_mapped_input(p, [&](const MappedInput& in, int heads) {

@@ -54,7 +54,8 @@ bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, in
              dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    *error = "cuTensorMapEncodeTiled rejected the tensor layout";
+    *error = r == CUDA_ERROR_INVALID_CONTEXT ? "cuTensorMapEncodeTiled found no current CUDA context"
+                                             : "cuTensorMapEncodeTiled rejected the tensor layout";
     return false;
   }
   return true;
