@@ -335,6 +335,29 @@ def test_plain_eager_path_matches_the_op(monkeypatch):
     assert torch.equal(inference, dispatched[0]), "no-grad forward differs"
 
 
+def test_first_backward_of_a_fresh_process():
+    # In a new process the backward runs in PyTorch's autograd thread, where no
+    # CUDA call of this library came before: reusing the forward's schedule,
+    # its first call is the sm90 tensor-map encoding, which needs the device's
+    # context made current (it once failed there). Every head dim, 2 tokens.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, blockattn\n"
+        "from blockattn import workloads as wl\n"
+        "for d in blockattn.SUPPORTED_HEAD_DIMS:\n"
+        "    q, k, v, o = wl.random_batch([2], 4, 4, d)\n"
+        "    q, k, v = (t.requires_grad_() for t in (q, k, v))\n"
+        "    blockattn.block_attention(q, k, v, o).backward(torch.randn_like(q))\n"
+        "torch.cuda.synchronize()\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
 def test_environment_report():
     import os
     import subprocess
