@@ -344,18 +344,18 @@ def test_first_backward_of_a_fresh_process():
     import subprocess
     import sys
 
-    code = (
-        "import torch, blockattn\n"
-        "from blockattn import workloads as wl\n"
-        "for d in blockattn.SUPPORTED_HEAD_DIMS:\n"
-        "    q, k, v, o = wl.random_batch([2], 4, 4, d)\n"
-        "    q, k, v = (t.requires_grad_() for t in (q, k, v))\n"
-        "    blockattn.block_attention(q, k, v, o).backward(torch.randn_like(q))\n"
-        "torch.cuda.synchronize()\n"
-        "print('ok')\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+    for d in ops.SUPPORTED_HEAD_DIMS:  # one fresh process per head dim: each is the process's first backward
+        code = (
+            "import torch, blockattn\n"
+            "from blockattn import workloads as wl\n"
+            f"q, k, v, o = wl.random_batch([2], 4, 4, {d})\n"
+            "q, k, v = (t.requires_grad_() for t in (q, k, v))\n"
+            "blockattn.block_attention(q, k, v, o).backward(torch.randn_like(q))\n"
+            "torch.cuda.synchronize()\n"
+            "print('ok')\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+        assert result.returncode == 0 and "ok" in result.stdout, f"head dim {d}: {result.stderr[-2000:]}"
 
 
 def test_environment_report():
