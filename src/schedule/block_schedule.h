@@ -66,9 +66,12 @@ struct Schedule {
   // name rows outside this call's tensors; it is ignored instead (outputs are
   // left untouched). Same sizes but other offsets content stays in bounds:
   // the table only names rows in [0, total_tokens).
+  // (Written branch-free: with `&&` ptxas allocated the sm80 backward's
+  // registers differently and doubled its spills, docs/perf.md.)
   BA_HOST_DEVICE int32_t block_count() const {
     const ScheduleHeader h = *header;
-    return h.num_seqs == num_seqs && h.total_tokens == total_tokens && h.block_size == block_size ? h.block_count : 0;
+    const int32_t differs = (h.num_seqs ^ num_seqs) | (h.total_tokens ^ total_tokens) | (h.block_size ^ block_size);
+    return differs == 0 ? h.block_count : 0;
   }
 };
 
