@@ -4,7 +4,7 @@
 // and TFLOP/s. Each workload is spot-checked against the fp64 CPU reference
 // before it is timed.
 //
-//   bench_blockattn [--workloads a,b,...] [--sweep] [--reps N] [--json PATH]
+//   bench_blockattn [--workloads a,b,...] [--sweep] [--extra] [--reps N] [--json PATH]
 //                   [--backend auto|portable|hopper]
 #include <algorithm>
 #include <cmath>
@@ -79,13 +79,15 @@ double copy_bandwidth_tbs(int reps) {
   return 2.0 * bytes / (ms * 1e-3) / 1e12;
 }
 
-// Host copy of one head's rows of one block, as dense fp64 [n, 1, D].
-std::vector<double> block_rows(const DeviceBuffer<bf16>& t, const schedule::BlockDesc& b, int heads, int head,
-                               int dim) {
-  std::vector<bf16> rows(static_cast<size_t>(b.row_count) * dim);
+// Host copy of heads [first, first + count) of one block's rows of a packed
+// [T, heads, D] tensor, as dense fp64 [n, count, D].
+std::vector<double> block_rows(const DeviceBuffer<bf16>& t, const schedule::BlockDesc& b, int heads, int first,
+                               int count, int dim) {
+  const size_t row = static_cast<size_t>(count) * dim;
+  std::vector<bf16> rows(static_cast<size_t>(b.row_count) * row);
   for (int r = 0; r < b.row_count; ++r)
-    BA_CHECK_CUDA(cudaMemcpy(rows.data() + size_t(r) * dim, t.get() + (size_t(b.row_begin + r) * heads + head) * dim,
-                             dim * sizeof(bf16), cudaMemcpyDeviceToHost));
+    BA_CHECK_CUDA(cudaMemcpy(rows.data() + r * row, t.get() + (size_t(b.row_begin + r) * heads + first) * dim,
+                             row * sizeof(bf16), cudaMemcpyDeviceToHost));
   std::vector<double> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i)
     out[i] = to_double(rows[i]);
@@ -101,31 +103,38 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& ref) {
   return std::sqrt(e / r);
 }
 
+// Packed [T, Hq, D] (q, out, dout, dq) and [T, Hkv, D] (k, v, dk, dv) tensors.
 struct Tensors {
   DeviceBuffer<bf16> q, k, v, out, dout, dq, dk, dv;
-  explicit Tensors(size_t n) : q(n), k(n), v(n), out(n), dout(n), dq(n), dk(n), dv(n) {}
+  Tensors(size_t nq, size_t nkv) : q(nq), k(nkv), v(nkv), out(nq), dout(nq), dq(nq), dk(nkv), dv(nkv) {}
 };
 
-// Worst relative L2 error over a sample of (block, head) pairs, forward and
-// backward outputs, against the fp64 reference on the same bf16 inputs.
+// Worst relative L2 error over a sample of (block, KV head) pairs, with all
+// query heads of the group, forward and backward outputs, against the fp64
+// reference on the same bf16 inputs.
 double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& blocks, const Workload& w) {
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<size_t> pick(0, blocks.size() - 1);
   double worst = 0;
   for (int trial = 0; trial < 8; ++trial) {
     const auto b = trial == 0 ? blocks.back() : blocks[pick(rng)];  // include a partial last block
-    const int h = trial % w.num_q_heads;
+    const int kv_head = trial % w.num_kv_heads, group = w.num_q_heads / w.num_kv_heads;
     reference::Problem p;
     p.total_tokens = b.row_count;
+    p.num_q_heads = group;
+    p.num_kv_heads = 1;
     p.head_dim = w.head_dim;
     p.offsets = {0, b.row_count};
-    auto get = [&](const DeviceBuffer<bf16>& x) { return block_rows(x, b, w.num_q_heads, h, w.head_dim); };
-    const auto q = get(t.q), k = get(t.k), v = get(t.v), dout = get(t.dout);
-    std::vector<double> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
+    auto get_q = [&](const DeviceBuffer<bf16>& x) {
+      return block_rows(x, b, w.num_q_heads, kv_head * group, group, w.head_dim);
+    };
+    auto get_kv = [&](const DeviceBuffer<bf16>& x) { return block_rows(x, b, w.num_kv_heads, kv_head, 1, w.head_dim); };
+    const auto q = get_q(t.q), k = get_kv(t.k), v = get_kv(t.v), dout = get_q(t.dout);
+    std::vector<double> out(q.size()), dq(q.size()), dk(k.size()), dv(k.size());
     reference::forward(p, q, k, v, out);
     reference::backward(p, q, k, v, dout, dq, dk, dv);
-    worst =
-        std::max({worst, rel_l2(get(t.out), out), rel_l2(get(t.dq), dq), rel_l2(get(t.dk), dk), rel_l2(get(t.dv), dv)});
+    worst = std::max({worst, rel_l2(get_q(t.out), out), rel_l2(get_q(t.dq), dq), rel_l2(get_kv(t.dk), dk),
+                      rel_l2(get_kv(t.dv), dv)});
   }
   return worst;
 }
@@ -140,9 +149,10 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   const auto offsets = offsets_from_lengths(lengths);
   const int64_t T = offsets.back();
-  const size_t n = static_cast<size_t>(T) * w.num_q_heads * w.head_dim;  // Hq == Hkv
+  const size_t nq = static_cast<size_t>(T) * w.num_q_heads * w.head_dim;
+  const size_t nkv = static_cast<size_t>(T) * w.num_kv_heads * w.head_dim;
 
-  Tensors t(n);
+  Tensors t(nq, nkv);
   randomize(t.q, 1);
   randomize(t.k, 2);
   randomize(t.v, 3);
@@ -152,21 +162,21 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   DeviceBuffer<unsigned char> ws(workspace_size(w.num_seqs, T));
 
   const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, DType::kBF16};
-  const int64_t row = int64_t{w.num_q_heads} * w.head_dim;
+  const int64_t row = int64_t{w.num_q_heads} * w.head_dim, kv_row = int64_t{w.num_kv_heads} * w.head_dim;
   ForwardArgs fa;
   fa.shape = shape;
   fa.offsets = d_offsets.get();
   fa.q = {t.q.get(), row, w.head_dim};
-  fa.k = {t.k.get(), row, w.head_dim};
-  fa.v = {t.v.get(), row, w.head_dim};
+  fa.k = {t.k.get(), kv_row, w.head_dim};
+  fa.v = {t.v.get(), kv_row, w.head_dim};
   fa.out = {t.out.get(), row, w.head_dim};
   fa.options.backend = backend;
   BackwardArgs ba;
   static_cast<AttentionInputs&>(ba) = fa;
   ba.dout = {t.dout.get(), row, w.head_dim};
   ba.dq = {t.dq.get(), row, w.head_dim};
-  ba.dk = {t.dk.get(), row, w.head_dim};
-  ba.dv = {t.dv.get(), row, w.head_dim};
+  ba.dk = {t.dk.get(), kv_row, w.head_dim};
+  ba.dv = {t.dv.get(), kv_row, w.head_dim};
 
   auto check = [](const Status& s) {
     if (!s.ok()) {
@@ -186,9 +196,10 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   r.fwd_ms = median_ms(fwd, reps);
   r.bwd_ms = median_ms(bwd, reps);
 
-  const double tensor_bytes = static_cast<double>(n) * 2;
-  r.fwd_floor_ms = 4 * tensor_bytes / (copy_tbs * 1e12) * 1e3;
-  r.bwd_floor_ms = 7 * tensor_bytes / (copy_tbs * 1e12) * 1e3;
+  // Bytes that must move: forward q, k, v, out; backward q, k, v, dout, dq, dk, dv.
+  const double q_bytes = static_cast<double>(nq) * 2, kv_bytes = static_cast<double>(nkv) * 2;
+  r.fwd_floor_ms = (2 * q_bytes + 2 * kv_bytes) / (copy_tbs * 1e12) * 1e3;
+  r.bwd_floor_ms = (3 * q_bytes + 4 * kv_bytes) / (copy_tbs * 1e12) * 1e3;
   double sum_sq = 0;  // sum over blocks of len^2
   for (const auto& b : blocks)
     sum_sq += double(b.row_count) * b.row_count;
@@ -208,11 +219,11 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     std::fprintf(f,
-                 "    {\"workload\": \"%s\", \"num_seqs\": %d, \"heads\": %d, \"head_dim\": %d, \"max_len\": %d, "
+                 "    {\"workload\": \"%s\", \"num_seqs\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"max_len\": %d, "
                  "\"fill\": %.2f, \"tokens\": %lld, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_floor_ms\": %.4f, "
                  "\"bwd_floor_ms\": %.4f, \"fwd_pct_copy\": %.2f, \"bwd_pct_copy\": %.2f, \"fwd_tflops\": %.2f, "
                  "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e}%s\n",
-                 r.w.name.c_str(), r.w.num_seqs, r.w.num_q_heads, r.w.head_dim, r.w.max_len, r.w.fill,
+                 r.w.name.c_str(), r.w.num_seqs, r.w.num_q_heads, r.w.num_kv_heads, r.w.head_dim, r.w.max_len, r.w.fill,
                  static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_floor_ms, r.bwd_floor_ms,
                  100 * r.fwd_floor_ms / r.fwd_ms, 100 * r.bwd_floor_ms / r.bwd_ms, r.fwd_tflops, r.bwd_tflops,
                  r.max_rel_err, i + 1 < results.size() ? "," : "");
@@ -237,12 +248,15 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--sweep") {
+    if (a == "--extra") {  // grouped-query, multi-query and tail-heavy batches
+      const auto e = extra_workloads();
+      workloads.insert(workloads.end(), e.begin(), e.end());
+    } else if (a == "--sweep") {
       const auto s = sweep_workloads();
       workloads.insert(workloads.end(), s.begin(), s.end());
     } else if (a == "--workloads") {
       const std::string names = value();
-      const std::vector<Workload> all = all_workloads();
+      const std::vector<Workload> all = every_workload();
       workloads.clear();
       for (size_t begin = 0; begin <= names.size();) {
         const size_t end = std::min(names.find(',', begin), names.size());
@@ -265,7 +279,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--workloads a,b] [--sweep] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper]\n",
+          "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper]\n",
           argv[0]);
       return 2;
     }

@@ -73,6 +73,22 @@ std::vector<Workload> all_workloads() {
   return w;
 }
 
+std::vector<Workload> extra_workloads() {
+  return {
+      {"gqa-d128-h8x2", kBatch, 8, 2, 128, 2048, 0.7},  // 8 query heads on 2 KV heads
+      {"mqa-d64-h8x1", kBatch, 8, 1, 64, 2048, 0.7},    // 8 query heads on 1 KV head
+      {"tail-d128", 20000, 4, 4, 128, 63, 0.5},         // every sequence 1-63 tokens: one partial block
+      {"tail-d64", 20000, 8, 8, 64, 63, 0.5},
+  };
+}
+
+std::vector<Workload> every_workload() {
+  std::vector<Workload> w = all_workloads();
+  const std::vector<Workload> e = extra_workloads();
+  w.insert(w.end(), e.begin(), e.end());
+  return w;
+}
+
 const Workload* find_workload(const std::vector<Workload>& workloads, const std::string& name) {
   for (const Workload& w : workloads)
     if (w.name == name) return &w;

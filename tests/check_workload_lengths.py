@@ -24,7 +24,7 @@ def load(name: str, path: Path):
 
 def main() -> int:
     defs = load("blockattn_workload_defs", ROOT / "python" / "blockattn" / "workload_defs.py")
-    python_side = {w["name"]: w for w in defs.workload_params()}
+    python_side = {w["name"]: w for w in defs.workload_params() + defs.extra_params()}
     out = subprocess.run([sys.argv[1]], check=True, capture_output=True, text=True).stdout
     cpp_names = []
     for line in out.splitlines():

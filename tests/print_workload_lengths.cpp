@@ -9,7 +9,7 @@
 
 int main() {
   using namespace blockattn::testing;
-  for (const Workload& w : all_workloads()) {
+  for (const Workload& w : every_workload()) {
     const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, 0);
     const long long total = std::accumulate(lengths.begin(), lengths.end(), 0LL);
     std::printf("%s %d %d %d %d %d %.1f %lld %d %d\n", w.name.c_str(), w.num_seqs, w.num_q_heads, w.num_kv_heads,

@@ -51,6 +51,21 @@ def workload_name(head_dim: int, max_len: int, fill: float) -> str:
     return f"sweep-d{head_dim}-L{max_len}-f{fill}"
 
 
+# Grouped-query, multi-query and tail-heavy batches (issue 10's workloads),
+# outside the headline/sweep grid: (name, batch, Hq, Hkv, D, max_len, fill).
+EXTRA = (
+    ("gqa-d128-h8x2", BATCH, 8, 2, 128, 2048, 0.7),
+    ("mqa-d64-h8x1", BATCH, 8, 1, 64, 2048, 0.7),
+    ("tail-d128", 20000, 4, 4, 128, 63, 0.5),
+    ("tail-d64", 20000, 8, 8, 64, 63, 0.5),
+)
+
+
+def extra_params() -> list[dict]:
+    keys = ("name", "batch", "num_q_heads", "num_kv_heads", "head_dim", "max_len", "fill")
+    return [dict(zip(keys, row)) for row in EXTRA]
+
+
 def workload_params() -> list[dict]:
     """Every workload as a dict (name, batch, num_q_heads, num_kv_heads,
     head_dim, max_len, fill): the two headlines first, then the sweep."""

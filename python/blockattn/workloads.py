@@ -40,11 +40,16 @@ def headline_workloads() -> list[Workload]:
     return [w for w in all_workloads() if w.name.startswith("headline-")]
 
 
+def extra_workloads() -> list[Workload]:
+    """Grouped-query, multi-query and tail-heavy batches (docs/workloads.md)."""
+    return [Workload(**params) for params in workload_defs.extra_params()]
+
+
 def workload(name: str) -> Workload:
-    for w in all_workloads():
+    for w in all_workloads() + extra_workloads():
         if w.name == name:
             return w
-    known = ", ".join(w.name for w in all_workloads())
+    known = ", ".join(w.name for w in all_workloads() + extra_workloads())
     raise KeyError(f"unknown workload {name!r}; known: {known}")
 
 

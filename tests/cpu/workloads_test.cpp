@@ -20,7 +20,7 @@ TEST(Workloads, SplitMix64ReferenceValues) {
 }
 
 TEST(Workloads, LengthsStayInBoundsWithTheRightMean) {
-  for (const Workload& w : all_workloads()) {
+  for (const Workload& w : every_workload()) {
     const LengthBounds b = length_bounds(w.max_len, w.fill);
     const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, 0);
     ASSERT_EQ(static_cast<int>(lengths.size()), w.num_seqs);
@@ -43,6 +43,10 @@ TEST(Workloads, NamesAreUniqueAndFindable) {
     EXPECT_EQ(find_workload(all, w.name), &w) << w.name;
   EXPECT_NE(find_workload(all, "headline-d128"), nullptr);
   EXPECT_EQ(find_workload(all, "no-such-workload"), nullptr);
+  const auto every = every_workload();
+  EXPECT_EQ(every.size(), 28u);
+  for (const char* name : {"gqa-d128-h8x2", "mqa-d64-h8x1", "tail-d128", "tail-d64"})
+    EXPECT_NE(find_workload(every, name), nullptr) << name;
 }
 
 }  // namespace
