@@ -283,38 +283,43 @@ def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: floa
     if device != torch._C._cuda_getDevice():
         with torch.cuda.device(device):
             return _launch(entry, what, q, k, offsets, scale, tensors, workspace)
-    num_seqs, total = offsets.shape[0] - 1, q.shape[0]
+    num_seqs = offsets.shape[0] - 1
     reuse = workspace is not None
     if not reuse:
         # Allocated per call from the caching allocator on the current stream:
         # cheap, stream-ordered, and drawn from the graph pool under capture.
-        workspace = torch.empty(_lib.workspace_size(num_seqs, total), dtype=torch.uint8, device=q.device)
-    args = _lib.pack_args(
-        num_seqs, total, q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], BLOCK_SIZE, scale,
-        _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, workspace.data_ptr(), workspace.numel(),
-        torch._C._cuda_getCurrentRawStream(device), int(reuse),
-    )  # fmt: skip
-    status = entry(args)
-    if status != _lib.OK:
-        name = _lib.STATUS_NAMES.get(status, str(status))
-        raise RuntimeError(f"blockattn {what} failed ({name}): {_lib.last_error()}")
+        workspace = torch.empty(_lib.workspace_size(num_seqs, q.shape[0]), dtype=torch.uint8, device=q.device)
+    args = _pack_args(q, k, offsets, scale, tensors, workspace.data_ptr(), workspace.numel(),
+                      torch._C._cuda_getCurrentRawStream(device), reuse)  # fmt: skip
+    _raise_on_failure(entry(args), f"blockattn {what}")
     return workspace
 
 
-def _query_backend(entry, what: str, q, k, v, offsets, scale, tensors) -> str:
-    _check_inputs(q, k, v, offsets)
-    scale = _resolve_scale(scale, q.shape[2])
-    offsets = offsets.contiguous()
-    args = _lib.pack_args(
+def _pack_args(q, k, offsets, scale, tensors, workspace_ptr=0, workspace_bytes=0, stream=0, reuse=False):
+    """This thread's blockattn_args for q's problem (offsets contiguous)."""
+    return _lib.pack_args(
         offsets.shape[0] - 1, q.shape[0], q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], BLOCK_SIZE,
-        scale, _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, 0, 0, 0,
+        scale, _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, workspace_ptr, workspace_bytes, stream, int(reuse),
     )  # fmt: skip
-    chosen = ctypes.c_int32(0)
-    with torch.cuda.device(q.device):
-        status = entry(args, ctypes.byref(chosen))
+
+
+def _raise_on_failure(status: int, what: str) -> None:
     if status != _lib.OK:
         name = _lib.STATUS_NAMES.get(status, str(status))
-        raise RuntimeError(f"blockattn {what} backend query failed ({name}): {_lib.last_error()}")
+        raise RuntimeError(f"{what} failed ({name}): {_lib.last_error()}")
+
+
+def _query_backend(entry, what: str, q, k, v, offsets, scale, with_outputs) -> str:
+    """The backend a call would take; `with_outputs(q, k, v)` gives the call's
+    tensors (outputs as fresh tensors: they are validated, never written)."""
+    _check_inputs(q, k, v, offsets)
+    scale = _resolve_scale(scale, q.shape[2])
+    q, k, v = _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
+    offsets = offsets.contiguous()
+    args = _pack_args(q, k, offsets, scale, with_outputs(q, k, v))
+    chosen = ctypes.c_int32(0)
+    with torch.cuda.device(q.device):
+        _raise_on_failure(entry(args, ctypes.byref(chosen)), f"blockattn {what} backend query")
     return _lib.BACKEND_NAMES[chosen.value]
 
 
@@ -322,17 +327,15 @@ def forward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: 
     """Which implementation block_attention's forward would run for these
     arguments on q's device: "hopper" (sm_90: TMA + wgmma) or "portable"
     (sm_80+: mma.sync). Launches nothing."""
-    q, k, v = (_kernel_operand(t) for t in (q, k, v))
-    out = q.new_empty(q.shape)
-    return _query_backend(_lib.forward_backend, "forward", q, k, v, offsets, scale, (q, k, v, out, None, None, None, None))
+    return _query_backend(_lib.forward_backend, "forward", q, k, v, offsets, scale,
+                          lambda q, k, v: (q, k, v, q.new_empty(q.shape), None, None, None, None))  # fmt: skip
 
 
 def backward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None) -> str:
     """The same for the backward (GQA and head dim 64 run on "portable" today)."""
-    q, k, v = (_kernel_operand(t) for t in (q, k, v))
-    dout, dq, dk, dv = q.new_empty(q.shape), q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-    tensors = (q, k, v, None, dout, dq, dk, dv)
-    return _query_backend(_lib.backward_backend, "backward", q, k, v, offsets, scale, tensors)
+    return _query_backend(_lib.backward_backend, "backward", q, k, v, offsets, scale,
+                          lambda q, k, v: (q, k, v, None, q.new_empty(q.shape), q.new_empty(q.shape),
+                                           k.new_empty(k.shape), v.new_empty(v.shape)))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- #
