@@ -5,7 +5,10 @@
 // before it is timed.
 //
 //   bench_blockattn [--workloads a,b,...] [--sweep] [--extra] [--reps N] [--json PATH]
-//                   [--backend auto|portable|hopper]
+//                   [--backend auto|portable|hopper] [--rotary]
+// --rotary also times each workload with rotary embeddings fused (q, k and v
+// rotated, half-split pairs, positions within each sequence, an fp32 table of
+// max_len rows) and prints the ratio to the plain kernels of the same run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -143,9 +146,10 @@ struct Result {
   Workload w;
   int64_t tokens;
   double fwd_ms, bwd_ms, fwd_floor_ms, bwd_floor_ms, fwd_tflops, bwd_tflops, max_rel_err;
+  double rotary_fwd_ms = 0, rotary_bwd_ms = 0;  // with --rotary
 };
 
-Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
+Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary) {
   const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   const auto offsets = offsets_from_lengths(lengths);
   const int64_t T = offsets.back();
@@ -195,6 +199,28 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend) {
   r.max_rel_err = spot_check(t, blocks, w);
   r.fwd_ms = median_ms(fwd, reps);
   r.bwd_ms = median_ms(bwd, reps);
+  if (with_rotary) {
+    const int half = w.head_dim / 2;
+    std::vector<float> table(2 * static_cast<size_t>(w.max_len) * half);  // [cos rows | sin rows]
+    for (size_t i = 0; i < table.size(); ++i)
+      table[i] = static_cast<float>(std::cos(0.001 * static_cast<double>(i)));
+    DeviceBuffer<float> d_table(table.size());
+    d_table.upload(table);
+    Rotary rot;
+    rot.rotary_dim = w.head_dim;
+    rot.rotate_v = true;
+    rot.cos = d_table.get();
+    rot.sin = d_table.get() + static_cast<size_t>(w.max_len) * half;
+    rot.cos_row_stride = rot.sin_row_stride = half;
+    rot.num_positions = w.max_len;
+    fa.rotary = ba.rotary = rot;
+    fwd();
+    bwd();
+    BA_CHECK_CUDA(cudaDeviceSynchronize());
+    r.rotary_fwd_ms = median_ms(fwd, reps);
+    r.rotary_bwd_ms = median_ms(bwd, reps);
+    fa.rotary = ba.rotary = Rotary{};
+  }
 
   // Bytes that must move: forward q, k, v, out; backward q, k, v, dout, dq, dk, dv.
   const double q_bytes = static_cast<double>(nq) * 2, kv_bytes = static_cast<double>(nkv) * 2;
@@ -222,11 +248,11 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
                  "    {\"workload\": \"%s\", \"num_seqs\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"max_len\": %d, "
                  "\"fill\": %.2f, \"tokens\": %lld, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_floor_ms\": %.4f, "
                  "\"bwd_floor_ms\": %.4f, \"fwd_pct_copy\": %.2f, \"bwd_pct_copy\": %.2f, \"fwd_tflops\": %.2f, "
-                 "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e}%s\n",
+                 "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e, \"rotary_fwd_ms\": %.4f, \"rotary_bwd_ms\": %.4f}%s\n",
                  r.w.name.c_str(), r.w.num_seqs, r.w.num_q_heads, r.w.num_kv_heads, r.w.head_dim, r.w.max_len, r.w.fill,
                  static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_floor_ms, r.bwd_floor_ms,
                  100 * r.fwd_floor_ms / r.fwd_ms, 100 * r.bwd_floor_ms / r.bwd_ms, r.fwd_tflops, r.bwd_tflops,
-                 r.max_rel_err, i + 1 < results.size() ? "," : "");
+                 r.max_rel_err, r.rotary_fwd_ms, r.rotary_bwd_ms, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
@@ -237,6 +263,7 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
 int main(int argc, char** argv) {
   std::vector<Workload> workloads = headline_workloads();
   int reps = 30;
+  bool with_rotary = false;
   std::string json;
   Backend backend = Backend::kAuto;
   for (int i = 1; i < argc; ++i) {
@@ -269,6 +296,8 @@ int main(int argc, char** argv) {
         workloads.push_back(*w);
         begin = end + 1;
       }
+    } else if (a == "--rotary") {
+      with_rotary = true;
     } else if (a == "--reps") {
       reps = std::max(20, std::atoi(value().c_str()));
     } else if (a == "--json") {
@@ -279,7 +308,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper]\n",
+          "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper] "
+          "[--rotary]\n",
           argv[0]);
       return 2;
     }
@@ -299,7 +329,7 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   bool accurate = true;
   for (const auto& w : workloads) {
-    results.push_back(run(w, copy_tbs, reps, backend));
+    results.push_back(run(w, copy_tbs, reps, backend, with_rotary));
     const Result& r = results.back();
     accurate &= r.max_rel_err <= 1e-2;
     std::fflush(stdout);
@@ -311,6 +341,13 @@ int main(int argc, char** argv) {
     std::printf("%-24s %9lld %9.3f %9.3f %6.1f%% %8.1f %9.3f %9.3f %6.1f%% %8.1f %9.2e\n", r.w.name.c_str(),
                 static_cast<long long>(r.tokens), r.fwd_ms, fwd_tbs, 100 * r.fwd_floor_ms / r.fwd_ms, r.fwd_tflops,
                 r.bwd_ms, bwd_tbs, 100 * r.bwd_floor_ms / r.bwd_ms, r.bwd_tflops, r.max_rel_err);
+  }
+  if (with_rotary) {
+    std::printf("\nfused rotary (q, k, v rotated), same run:\n%-24s %9s %9s %7s %9s %9s %7s\n", "workload", "fwd ms",
+                "rope ms", "ratio", "bwd ms", "rope ms", "ratio");
+    for (const Result& r : results)
+      std::printf("%-24s %9.3f %9.3f %6.3fx %9.3f %9.3f %6.3fx\n", r.w.name.c_str(), r.fwd_ms, r.rotary_fwd_ms,
+                  r.rotary_fwd_ms / r.fwd_ms, r.bwd_ms, r.rotary_bwd_ms, r.rotary_bwd_ms / r.bwd_ms);
   }
   if (!json.empty()) write_json(json.c_str(), results, copy_tbs, prop.name);
   if (!accurate) {

@@ -1,6 +1,6 @@
 # Turns the kernel table (src/kernel_table.cmake) into build inputs:
 #   ${out_dir}/blockattn_kernel_table.inc   one BLOCKATTN_KERNEL(...) line per kernel
-#   ${out_dir}/kernels/<backend>_<op>_<dtype>_d<D>_b<B>.cu   one compile unit per kernel
+#   ${out_dir}/kernels/<backend>_<op>_<dtype>_d<D>_b<B>[_rotary].cu   one compile unit per kernel
 # Rows are kept when their head dim is in BLOCKATTN_HEAD_DIMS and their block
 # size in BLOCKATTN_BLOCK_SIZES (both lists; empty = all).
 #
@@ -12,6 +12,8 @@ set(_BLOCKATTN_DTYPE_ENUM_bf16 "BF16")
 set(_BLOCKATTN_DTYPE_ENUM_fp16 "FP16")
 set(_BLOCKATTN_OP_NAME_forward "Forward")
 set(_BLOCKATTN_OP_NAME_backward "Backward")
+set(_BLOCKATTN_FUSION_NAME_none "None")
+set(_BLOCKATTN_FUSION_NAME_rotary "Rotary")
 
 # Writes `content` to `path` only when it changed, so a reconfigure does not
 # rebuild every kernel.
@@ -30,22 +32,23 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
                "${PROJECT_SOURCE_DIR}/src/kernel_table.cmake" "${CMAKE_CURRENT_FUNCTION_LIST_FILE}")
   set(inc "// Generated from src/kernel_table.cmake by cmake/BlockattnKernels.cmake: do not edit.\n")
-  string(APPEND inc "// BLOCKATTN_KERNEL(backend, Operation, DType, C++ type, head_dim, block_size, automatic)\n")
+  string(APPEND inc "// BLOCKATTN_KERNEL(backend, Operation, DType, C++ type, head_dim, block_size, automatic, Fusion)\n")
   set(sm80_sources "")
   set(sm90_sources "")
   set(wanted_files "")
   foreach(row IN LISTS BLOCKATTN_KERNEL_TABLE)
     string(REGEX REPLACE "[ \t]+" ";" fields "${row}")
     list(LENGTH fields n)
-    if(NOT n EQUAL 6)
-      message(FATAL_ERROR "kernel_table.cmake: a row needs 6 fields, got '${row}'")
+    if(NOT n EQUAL 7)
+      message(FATAL_ERROR "kernel_table.cmake: a row needs 7 fields, got '${row}'")
     endif()
     list(GET fields 0 backend)
     list(GET fields 1 op)
     list(GET fields 2 head_dim)
     list(GET fields 3 block_size)
     list(GET fields 4 dtypes)
-    list(GET fields 5 automatic)
+    list(GET fields 5 fusions)
+    list(GET fields 6 automatic)
     if(NOT backend MATCHES "^(sm80|sm90)$" OR NOT op MATCHES "^(forward|backward)$" OR
        NOT automatic MATCHES "^(auto|manual)$")
       message(FATAL_ERROR "kernel_table.cmake: bad row '${row}'")
@@ -62,23 +65,34 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
       set(auto_flag false)
     endif()
     string(REPLACE "," ";" dtypes "${dtypes}")
+    string(REPLACE "," ";" fusions "${fusions}")
     foreach(dtype IN LISTS dtypes)
       set(cpp_type "${_BLOCKATTN_DTYPE_CPP_${dtype}}")
       if(NOT cpp_type)
         message(FATAL_ERROR "kernel_table.cmake: unknown dtype '${dtype}' in '${row}'")
       endif()
-      set(op_name "${_BLOCKATTN_OP_NAME_${op}}")
-      string(APPEND inc "BLOCKATTN_KERNEL(${backend}, ${op_name}, ${_BLOCKATTN_DTYPE_ENUM_${dtype}}, ${cpp_type}, "
-                        "${head_dim}, ${block_size}, ${auto_flag})\n")
-      set(name "${backend}_${op}_${dtype}_d${head_dim}_b${block_size}")
-      set(cu "// Generated from src/kernel_table.cmake by cmake/BlockattnKernels.cmake: do not edit.\n")
-      string(APPEND cu "// ${backend} ${op} kernel, ${dtype}, head_dim ${head_dim}, block_size ${block_size}.\n")
-      string(APPEND cu "#include \"${backend}/${op}_kernel.cuh\"\n\n")
-      string(APPEND cu "BLOCKATTN_INSTANTIATE_KERNEL(blockattn::${backend}::Params, ${op_name}, ${cpp_type}, ${head_dim}, "
-                       "${block_size})\n")
-      _blockattn_write_if_changed("${out_dir}/kernels/${name}.cu" "${cu}")
-      list(APPEND ${backend}_sources "${out_dir}/kernels/${name}.cu")
-      list(APPEND wanted_files "${out_dir}/kernels/${name}.cu")
+      foreach(fusion IN LISTS fusions)
+        set(fusion_name "${_BLOCKATTN_FUSION_NAME_${fusion}}")
+        if(NOT fusion_name)
+          message(FATAL_ERROR "kernel_table.cmake: unknown fusion '${fusion}' in '${row}'")
+        endif()
+        set(op_name "${_BLOCKATTN_OP_NAME_${op}}")
+        string(APPEND inc "BLOCKATTN_KERNEL(${backend}, ${op_name}, ${_BLOCKATTN_DTYPE_ENUM_${dtype}}, ${cpp_type}, "
+                          "${head_dim}, ${block_size}, ${auto_flag}, ${fusion_name})\n")
+        set(name "${backend}_${op}_${dtype}_d${head_dim}_b${block_size}")
+        if(NOT fusion STREQUAL "none")
+          string(APPEND name "_${fusion}")
+        endif()
+        set(cu "// Generated from src/kernel_table.cmake by cmake/BlockattnKernels.cmake: do not edit.\n")
+        string(APPEND cu "// ${backend} ${op} kernel, ${dtype}, head_dim ${head_dim}, block_size ${block_size}, "
+                         "fusion ${fusion}.\n")
+        string(APPEND cu "#include \"${backend}/${op}_kernel.cuh\"\n\n")
+        string(APPEND cu "BLOCKATTN_INSTANTIATE_KERNEL(blockattn::${backend}::Params, ${op_name}, ${cpp_type}, "
+                         "${head_dim}, ${block_size}, blockattn::core::Fusion::k${fusion_name})\n")
+        _blockattn_write_if_changed("${out_dir}/kernels/${name}.cu" "${cu}")
+        list(APPEND ${backend}_sources "${out_dir}/kernels/${name}.cu")
+        list(APPEND wanted_files "${out_dir}/kernels/${name}.cu")
+      endforeach()
     endforeach()
   endforeach()
   # Drop compile units of rows that left the table or the filters.

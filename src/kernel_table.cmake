@@ -1,9 +1,13 @@
 # The kernel table: every kernel this library can contain, one row per
-# (backend, operation, head dim, block size), each built for the listed dtypes.
+# (backend, operation, head dim, block size), each built for the listed dtypes
+# and fused transforms.
 # The build generates from it one compile unit per kernel, the table that the
 # backends dispatch on, and supported_configs(); nothing else lists kernels.
 #
 #   backend    sm80 (kPortable: mma.sync, sm_80+) or sm90 (kHopper: TMA + wgmma, sm_90a)
+#   fusions    none:   the plain kernel
+#              rotary: rotary embeddings fused into the loads and gradient
+#                      stores (tile/rotary.cuh); one more kernel per dtype
 #   automatic  auto:   Backend::kAuto may choose this kernel
 #              manual: only when asked for by name (another backend measured
 #                      faster on the same problem; docs/perf.md)
@@ -11,14 +15,14 @@
 # Adding a head dim or a block size: a row here, plus whatever the kernels
 # genuinely lack for it (docs/architecture.md, "Adding a kernel").
 #
-#  backend  operation  head_dim  block_size  dtypes     automatic
+#  backend  operation  head_dim  block_size  dtypes     fusions      automatic
 set(BLOCKATTN_KERNEL_TABLE
-  "sm90     forward    64        64          bf16,fp16  auto"
-  "sm90     forward    128       64          bf16,fp16  auto"
-  "sm90     backward   64        64          bf16,fp16  manual"  # sm80 measured faster at D = 64
-  "sm90     backward   128       64          bf16,fp16  auto"
-  "sm80     forward    64        64          bf16,fp16  auto"
-  "sm80     forward    128       64          bf16,fp16  auto"
-  "sm80     backward   64        64          bf16,fp16  auto"
-  "sm80     backward   128       64          bf16,fp16  auto"
+  "sm90     forward    64        64          bf16,fp16  none,rotary  auto"
+  "sm90     forward    128       64          bf16,fp16  none,rotary  auto"
+  "sm90     backward   64        64          bf16,fp16  none,rotary  manual"  # sm80 measured faster at D = 64
+  "sm90     backward   128       64          bf16,fp16  none,rotary  auto"
+  "sm80     forward    64        64          bf16,fp16  none,rotary  auto"
+  "sm80     forward    128       64          bf16,fp16  none,rotary  auto"
+  "sm80     backward   64        64          bf16,fp16  none,rotary  auto"
+  "sm80     backward   128       64          bf16,fp16  none,rotary  auto"
 )

@@ -101,12 +101,46 @@ struct Options {
   bool reuse_schedule = false;
 };
 
+// Rotary position embeddings applied inside the kernels (docs/semantics.md,
+// "Rotary"). A head vector x is rotated in pairs of channels below
+// rotary_dim, by angle theta_j of pair j < rotary_dim / 2:
+//   y_a = x_a cos(theta_j) - x_b sin(theta_j),  y_b = x_b cos(theta_j) + x_a sin(theta_j)
+// with pairs (2j, 2j + 1) (kInterleaved, GPT-J) or (j, j + rotary_dim / 2)
+// (kHalfSplit, NeoX/Llama). Channels >= rotary_dim pass through. The forward
+// attends with the rotated q, k (and v); the backward returns gradients of the
+// unrotated inputs. Nothing rotated is ever written to memory.
+enum class RotaryPairs { kInterleaved = 0, kHalfSplit = 1 };
+// Which table row a token reads: its row in the jagged tensor, or its index in
+// its own sequence plus the sequence's start (seq_start[b], 0 when null).
+enum class RotaryPositions { kTokenRow = 0, kInSequence = 1 };
+// Element type of the cos and sin tables.
+enum class TableType { kFloat32 = 0, kBF16 = 1, kFP16 = 2 };
+
+struct Rotary {
+  int rotary_dim = 0;  // r: 0 = no rotary; else even, <= head_dim (a multiple of 16 for kHalfSplit)
+  RotaryPairs pairs = RotaryPairs::kHalfSplit;
+  RotaryPositions positions = RotaryPositions::kInSequence;
+  bool rotate_v = false;  // also rotate v (the output then stays in the rotated frame)
+  // cos and sin tables [num_positions, rotary_dim / 2] on the device, rows
+  // *_row_stride elements apart, elements contiguous. A position outside
+  // [0, num_positions) is angle 0 (identity), never read.
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  int64_t cos_row_stride = 0, sin_row_stride = 0;
+  int64_t num_positions = 0;
+  TableType table_type = TableType::kFloat32;
+  const int32_t* seq_start = nullptr;  // kInSequence only: device, [num_seqs], or null (all 0)
+
+  bool enabled() const { return rotary_dim != 0; }
+};
+
 // What forward and backward both take.
 struct AttentionInputs {
   Shape shape;
   const int32_t* offsets = nullptr;  // device, [num_seqs + 1]
   TensorView q, k, v;
   Options options;
+  Rotary rotary;  // off by default
 };
 
 struct ForwardArgs : AttentionInputs {
@@ -126,6 +160,7 @@ struct KernelConfig {
   int head_dim;
   int block_size;
   bool automatic;  // whether kAuto may choose it (false where another path measured faster)
+  bool rotary;     // whether this kernel applies Rotary (AttentionInputs::rotary)
 };
 
 // The table; `*count` receives its length. The storage is static.

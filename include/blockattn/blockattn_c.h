@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define BLOCKATTN_C_ABI_VERSION 2
+#define BLOCKATTN_C_ABI_VERSION 3
 
 #if defined(__GNUC__)
 #define BLOCKATTN_C_API __attribute__((visibility("default")))
@@ -38,6 +38,10 @@ enum {
 enum { BLOCKATTN_BF16 = 0, BLOCKATTN_FP16 = 1 };
 enum { BLOCKATTN_BACKEND_AUTO = 0, BLOCKATTN_BACKEND_PORTABLE = 1, BLOCKATTN_BACKEND_HOPPER = 2 };
 enum { BLOCKATTN_FORWARD = 0, BLOCKATTN_BACKWARD = 1 };
+/* blockattn::Rotary's enums, same values. */
+enum { BLOCKATTN_ROTARY_INTERLEAVED = 0, BLOCKATTN_ROTARY_HALF_SPLIT = 1 };
+enum { BLOCKATTN_ROTARY_TOKEN_ROW = 0, BLOCKATTN_ROTARY_IN_SEQUENCE = 1 };
+enum { BLOCKATTN_TABLE_FLOAT32 = 0, BLOCKATTN_TABLE_BF16 = 1, BLOCKATTN_TABLE_FP16 = 2 };
 
 typedef int blockattn_status;
 
@@ -47,7 +51,7 @@ typedef struct {
   int64_t head_stride;
 } blockattn_tensor;
 
-/* Version 2. Fields a call does not use (out in a backward, dout/dq/dk/dv in a
+/* Version 3. Fields a call does not use (out in a backward, dout/dq/dk/dv in a
  * forward) are ignored. */
 typedef struct {
   size_t struct_size; /* sizeof(blockattn_args) as the caller compiled it */
@@ -68,6 +72,18 @@ typedef struct {
   size_t workspace_bytes;
   void* stream;
   int32_t reuse_schedule; /* nonzero: the workspace holds this call's schedule (blockattn::Options) */
+  /* Version 3: rotary embeddings (blockattn::Rotary); rotary_dim 0 = off. */
+  int32_t rotary_dim;
+  int32_t rotary_pairs;      /* BLOCKATTN_ROTARY_INTERLEAVED or _HALF_SPLIT */
+  int32_t rotary_positions;  /* BLOCKATTN_ROTARY_TOKEN_ROW or _IN_SEQUENCE */
+  int32_t rotary_rotate_v;   /* nonzero: v rotates too */
+  int32_t rotary_table_type; /* BLOCKATTN_TABLE_* */
+  const void* rotary_cos;    /* [num_positions, rotary_dim / 2], rows *_row_stride elements apart */
+  const void* rotary_sin;
+  int64_t rotary_cos_row_stride;
+  int64_t rotary_sin_row_stride;
+  int64_t rotary_num_positions;
+  const int32_t* rotary_seq_start; /* _IN_SEQUENCE only: [num_seqs] or null */
 } blockattn_args;
 
 #define BLOCKATTN_ARGS_INIT \
@@ -93,6 +109,8 @@ BLOCKATTN_C_API int32_t blockattn_tensor_alignment_bytes(void);
 BLOCKATTN_C_API int32_t blockattn_default_block_size(void);
 BLOCKATTN_C_API size_t blockattn_config_count(void);
 BLOCKATTN_C_API blockattn_status blockattn_config_at(size_t index, blockattn_config* config);
+/* Whether row `index` is a rotary kernel (1) or a plain one (0); -1 past the end. */
+BLOCKATTN_C_API int32_t blockattn_config_rotary(size_t index);
 
 BLOCKATTN_C_API blockattn_status blockattn_forward(const blockattn_args* args);
 BLOCKATTN_C_API blockattn_status blockattn_backward(const blockattn_args* args);

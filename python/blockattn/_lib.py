@@ -11,7 +11,7 @@ import struct
 import threading
 from pathlib import Path
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 LIBRARY_NAME = "libblockattn.so"
 
 # blockattn_status values.
@@ -25,6 +25,10 @@ BACKEND_AUTO = 0
 BACKEND_NAMES = {0: "auto", 1: "portable", 2: "hopper"}
 DTYPE_NAMES = {DTYPE_BF16: "bf16", DTYPE_FP16: "fp16"}
 OPERATION_NAMES = {0: "forward", 1: "backward"}
+# blockattn_args.rotary_* values.
+ROTARY_INTERLEAVED, ROTARY_HALF_SPLIT = 0, 1
+ROTARY_TOKEN_ROW, ROTARY_IN_SEQUENCE = 0, 1
+TABLE_FLOAT32, TABLE_BF16, TABLE_FP16 = 0, 1, 2
 
 
 class TensorView(ctypes.Structure):
@@ -38,7 +42,7 @@ class TensorView(ctypes.Structure):
 
 
 class Args(ctypes.Structure):
-    """blockattn_args (version 2); struct_size is set by the constructor."""
+    """blockattn_args (version 3); struct_size is set by the constructor."""
 
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -64,6 +68,17 @@ class Args(ctypes.Structure):
         ("workspace_bytes", ctypes.c_size_t),
         ("stream", ctypes.c_void_p),
         ("reuse_schedule", ctypes.c_int32),
+        ("rotary_dim", ctypes.c_int32),
+        ("rotary_pairs", ctypes.c_int32),
+        ("rotary_positions", ctypes.c_int32),
+        ("rotary_rotate_v", ctypes.c_int32),
+        ("rotary_table_type", ctypes.c_int32),
+        ("rotary_cos", ctypes.c_void_p),
+        ("rotary_sin", ctypes.c_void_p),
+        ("rotary_cos_row_stride", ctypes.c_int64),
+        ("rotary_sin_row_stride", ctypes.c_int64),
+        ("rotary_num_positions", ctypes.c_int64),
+        ("rotary_seq_start", ctypes.c_void_p),
     ]
 
     def __init__(self, **fields):
@@ -95,12 +110,16 @@ _ARGS_SIZE = ctypes.sizeof(Args)
 _per_thread = threading.local()
 
 
+_NO_ROTARY = (0,) * 11
+
+
 def pack_args(num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype, block_size, scale, backend,
-              offsets_ptr, tensors, workspace_ptr, workspace_bytes, stream, reuse_schedule=0):  # fmt: skip
+              offsets_ptr, tensors, workspace_ptr, workspace_bytes, stream, reuse_schedule=0, rotary=None):  # fmt: skip
     """A reference to this thread's blockattn_args, filled for one call.
 
-    `tensors` are (q, k, v, out, dout, dq, dk, dv), torch tensors or None; the
-    reference is valid until the thread's next pack_args.
+    `tensors` are (q, k, v, out, dout, dq, dk, dv), torch tensors or None;
+    `rotary` the 11 rotary_* field values in order, or None. The reference is
+    valid until the thread's next pack_args.
     """
     args = getattr(_per_thread, "args", None)
     if args is None:
@@ -115,6 +134,7 @@ def pack_args(num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype
     _PACKER.pack_into(
         _per_thread.view, 0, _ARGS_SIZE, num_seqs, total_tokens, num_q_heads, num_kv_heads, head_dim, dtype,
         block_size, scale, backend, offsets_ptr, *views, workspace_ptr, workspace_bytes, stream, reuse_schedule,
+        *(rotary or _NO_ROTARY),
     )  # fmt: skip
     return ctypes.byref(args)
 
@@ -181,6 +201,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.blockattn_config_count.restype = ctypes.c_size_t
     lib.blockattn_config_at.argtypes = [ctypes.c_size_t, ctypes.POINTER(Config)]
     lib.blockattn_config_at.restype = ctypes.c_int
+    lib.blockattn_config_rotary.argtypes = [ctypes.c_size_t]
+    lib.blockattn_config_rotary.restype = ctypes.c_int32
     for name in ("blockattn_forward", "blockattn_backward"):
         getattr(lib, name).argtypes = [ctypes.POINTER(Args)]
         getattr(lib, name).restype = ctypes.c_int
@@ -218,6 +240,7 @@ def _read_configs() -> tuple[Config, ...]:
         row = Config()
         if _LIB.blockattn_config_at(i, ctypes.byref(row)) != OK:
             raise ImportError(f"blockattn: reading kernel table row {i} failed: {last_error()}")
+        row.rotary = _LIB.blockattn_config_rotary(i) == 1
         rows.append(row)
     return tuple(rows)
 

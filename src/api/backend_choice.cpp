@@ -16,7 +16,7 @@ bool portable_forced_by_environment() {
 }
 
 bool chosen_automatically(const core::KernelBackend& b, const core::Problem& p) {
-  const KernelConfig* row = core::find_kernel(b.id(), p.operation, p.shape.dtype, p.shape.head_dim, p.shape.block_size);
+  const KernelConfig* row = core::find_kernel(b.id(), p);
   return row != nullptr && row->automatic;
 }
 

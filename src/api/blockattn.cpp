@@ -14,6 +14,12 @@
 namespace blockattn {
 namespace {
 
+// Blocks the workspace has room for: enough for the smallest built block size.
+size_t workspace_capacity(int64_t num_seqs, int64_t total_tokens) {
+  return schedule::WorkspaceLayout::capacity(std::max<int64_t>(num_seqs, 0), std::max<int64_t>(total_tokens, 0),
+                                             core::smallest_block_size());
+}
+
 Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   BLOCKATTN_RETURN_IF_ERROR(api::validate_problem(p));
   BLOCKATTN_RETURN_IF_ERROR(api::validate_workspace(p, workspace, workspace_bytes));
@@ -25,11 +31,13 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
   if (p.empty()) return Status::Ok();
   const Shape& s = p.shape;
   const auto num_seqs = static_cast<int32_t>(s.num_seqs), tokens = static_cast<int32_t>(s.total_tokens);
+  const size_t capacity = workspace_capacity(s.num_seqs, s.total_tokens);
   if (!p.reuse_schedule)
     BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
-        schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, stream),
+        schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, capacity, stream),
         "launching the block-schedule kernel"));
-  return backend->launch(p, schedule::WorkspaceLayout::schedule(workspace, num_seqs, tokens, s.block_size), stream);
+  return backend->launch(p, schedule::WorkspaceLayout::schedule(workspace, capacity, num_seqs, tokens, s.block_size),
+                         stream);
 }
 
 Status chosen_backend(const core::Problem& p, Backend* chosen) {
@@ -49,8 +57,7 @@ const KernelConfig* supported_configs(size_t* count) {
 }
 
 size_t workspace_size(int64_t num_seqs, int64_t total_tokens) {
-  return schedule::WorkspaceLayout::bytes(std::max<int64_t>(num_seqs, 0), std::max<int64_t>(total_tokens, 0),
-                                          core::smallest_block_size());
+  return schedule::WorkspaceLayout::bytes(workspace_capacity(num_seqs, total_tokens));
 }
 
 Status forward(const ForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {

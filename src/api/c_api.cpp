@@ -11,6 +11,17 @@
 
 namespace {
 
+static_assert(BLOCKATTN_ROTARY_HALF_SPLIT == static_cast<int>(blockattn::RotaryPairs::kHalfSplit) &&
+                  BLOCKATTN_ROTARY_INTERLEAVED == static_cast<int>(blockattn::RotaryPairs::kInterleaved),
+              "C and C++ rotary pair enums agree");
+static_assert(BLOCKATTN_ROTARY_IN_SEQUENCE == static_cast<int>(blockattn::RotaryPositions::kInSequence) &&
+                  BLOCKATTN_ROTARY_TOKEN_ROW == static_cast<int>(blockattn::RotaryPositions::kTokenRow),
+              "C and C++ rotary position enums agree");
+static_assert(BLOCKATTN_TABLE_FLOAT32 == static_cast<int>(blockattn::TableType::kFloat32) &&
+                  BLOCKATTN_TABLE_BF16 == static_cast<int>(blockattn::TableType::kBF16) &&
+                  BLOCKATTN_TABLE_FP16 == static_cast<int>(blockattn::TableType::kFP16),
+              "C and C++ table type enums agree");
+
 // The calling thread's last message. A plain array: no allocation and no
 // thread-exit destructor in a library that bindings load with dlopen.
 constexpr size_t kMessageBytes = 1024;
@@ -59,6 +70,18 @@ void fill_inputs(const blockattn_args& a, blockattn::AttentionInputs* in) {
   in->k = view(a.k);
   in->v = view(a.v);
   in->options = {a.softmax_scale, static_cast<blockattn::Backend>(a.backend), a.reuse_schedule != 0};
+  blockattn::Rotary& r = in->rotary;
+  r.rotary_dim = a.rotary_dim;
+  r.pairs = static_cast<blockattn::RotaryPairs>(a.rotary_pairs);
+  r.positions = static_cast<blockattn::RotaryPositions>(a.rotary_positions);
+  r.rotate_v = a.rotary_rotate_v != 0;
+  r.cos = a.rotary_cos;
+  r.sin = a.rotary_sin;
+  r.cos_row_stride = a.rotary_cos_row_stride;
+  r.sin_row_stride = a.rotary_sin_row_stride;
+  r.num_positions = a.rotary_num_positions;
+  r.table_type = static_cast<blockattn::TableType>(a.rotary_table_type);
+  r.seq_start = a.rotary_seq_start;
 }
 
 blockattn::ForwardArgs forward_args(const blockattn_args& a) {
@@ -126,6 +149,12 @@ extern "C" blockattn_status blockattn_config_at(size_t index, blockattn_config* 
              c.automatic ? 1 : 0};
   set_last_error("");
   return BLOCKATTN_OK;
+}
+
+extern "C" int32_t blockattn_config_rotary(size_t index) {
+  size_t n = 0;
+  const blockattn::KernelConfig* rows = blockattn::supported_configs(&n);
+  return index < n ? (rows[index].rotary ? 1 : 0) : -1;
 }
 
 extern "C" blockattn_status blockattn_forward(const blockattn_args* args) {

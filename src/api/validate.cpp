@@ -1,5 +1,6 @@
 #include "api/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -82,28 +83,86 @@ Status check_tensor(const char* name, const TensorView& t, int64_t tokens, int h
   return Status::Ok();
 }
 
+size_t table_element_bytes(TableType t) { return t == TableType::kFloat32 ? 4 : 2; }
+
+// Byte range a rotary table can be read in (empty when never read).
+std::pair<uintptr_t, uintptr_t> table_span(const Rotary& r, const void* table, int64_t row_stride) {
+  const auto first = reinterpret_cast<uintptr_t>(table);
+  if (r.num_positions == 0) return {first, first};
+  const int64_t elems = (r.num_positions - 1) * row_stride + r.rotary_dim / 2;
+  return {first, first + static_cast<uintptr_t>(elems) * table_element_bytes(r.table_type)};
+}
+
+Status check_table(const Rotary& r, const char* name, const void* table, int64_t row_stride) {
+  if (r.num_positions == 0) return Status::Ok();  // never read
+  if (table == nullptr) return invalid("rotary.", name, " must not be null when rotary.num_positions > 0");
+  if (reinterpret_cast<uintptr_t>(table) % table_element_bytes(r.table_type) != 0)
+    return invalid("rotary.", name, " must be aligned to its element size (", table_element_bytes(r.table_type),
+                   " bytes)");
+  if (row_stride < 0) return invalid("rotary.", name, "_row_stride must be >= 0; got ", row_stride);
+  if (row_stride > (std::numeric_limits<int64_t>::max() / 8) / std::max<int64_t>(r.num_positions, 1))
+    return invalid("rotary.", name, "_row_stride x num_positions overflows; got ", row_stride);
+  return Status::Ok();
+}
+
+Status check_rotary(const Problem& p) {
+  const Rotary& r = p.rotary;
+  if (!r.enabled()) return Status::Ok();
+  const int D = p.shape.head_dim;
+  if (r.rotary_dim < 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > D)
+    return invalid("rotary.rotary_dim must be 0 (off) or even and <= head_dim (", D, "); got ", r.rotary_dim);
+  if (r.pairs != RotaryPairs::kInterleaved && r.pairs != RotaryPairs::kHalfSplit)
+    return invalid("rotary.pairs must be kInterleaved or kHalfSplit; got ", static_cast<int>(r.pairs));
+  if (r.pairs == RotaryPairs::kHalfSplit && r.rotary_dim % 16 != 0)
+    return invalid("rotary.rotary_dim must be a multiple of 16 with kHalfSplit pairs; got ", r.rotary_dim);
+  if (r.positions != RotaryPositions::kTokenRow && r.positions != RotaryPositions::kInSequence)
+    return invalid("rotary.positions must be kTokenRow or kInSequence; got ", static_cast<int>(r.positions));
+  if (r.table_type != TableType::kFloat32 && r.table_type != TableType::kBF16 && r.table_type != TableType::kFP16)
+    return invalid("rotary.table_type must be kFloat32, kBF16 or kFP16; got ", static_cast<int>(r.table_type));
+  if (r.num_positions < 0) return invalid("rotary.num_positions must be >= 0; got ", r.num_positions);
+  BLOCKATTN_RETURN_IF_ERROR(check_table(r, "cos", r.cos, r.cos_row_stride));
+  BLOCKATTN_RETURN_IF_ERROR(check_table(r, "sin", r.sin, r.sin_row_stride));
+  if (r.seq_start != nullptr) {
+    if (r.positions != RotaryPositions::kInSequence)
+      return invalid("rotary.seq_start is only read with kInSequence positions; leave it null for kTokenRow");
+    if (reinterpret_cast<uintptr_t>(r.seq_start) % alignof(int32_t) != 0)
+      return invalid("rotary.seq_start must be 4-byte aligned");
+  }
+  return Status::Ok();
+}
+
 // Outputs may interleave with each other (packed dq/dk/dv) but must not share
-// bytes with any input.
+// bytes with any input (the rotary tables included).
 Status check_no_overlap(const Problem& p) {
   const Shape& s = p.shape;
   if (s.total_tokens == 0) return Status::Ok();
   for (const TensorRole& out : core::tensor_roles(p.operation)) {
     if (!out.output) continue;
     const auto o = byte_span(p.tensor(out.id), s.total_tokens, core::heads_of(s, out), s.head_dim);
+    auto overlaps = [&](std::pair<uintptr_t, uintptr_t> i) { return o.first < i.second && i.first < o.second; };
     for (const TensorRole& in : core::tensor_roles(p.operation)) {
       if (in.output) continue;
-      const auto i = byte_span(p.tensor(in.id), s.total_tokens, core::heads_of(s, in), s.head_dim);
-      if (o.first < i.second && i.first < o.second) return invalid(out.name, " must not overlap input ", in.name);
+      if (overlaps(byte_span(p.tensor(in.id), s.total_tokens, core::heads_of(s, in), s.head_dim)))
+        return invalid(out.name, " must not overlap input ", in.name);
     }
+    const Rotary& r = p.rotary;
+    if (!r.enabled()) continue;
+    if (overlaps(table_span(r, r.cos, r.cos_row_stride))) return invalid(out.name, " must not overlap rotary.cos");
+    if (overlaps(table_span(r, r.sin, r.sin_row_stride))) return invalid(out.name, " must not overlap rotary.sin");
+    const auto start = reinterpret_cast<uintptr_t>(r.seq_start);
+    if (r.seq_start != nullptr && overlaps({start, start + sizeof(int32_t) * static_cast<size_t>(s.num_seqs)}))
+      return invalid(out.name, " must not overlap rotary.seq_start");
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-// Shape and options, then every input and output view, then the overlap rule.
+// Shape and options, the rotary description, then every input and output
+// view, then the overlap rule.
 Status validate_problem(const Problem& p) {
   BLOCKATTN_RETURN_IF_ERROR(check_shape(p));
+  BLOCKATTN_RETURN_IF_ERROR(check_rotary(p));
   for (bool outputs : {false, true})  // inputs first: their messages come first
     for (const TensorRole& r : core::tensor_roles(p.operation))
       if (r.output == outputs)

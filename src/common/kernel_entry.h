@@ -18,9 +18,9 @@ namespace blockattn {
 // if the runtime refused the configuration) of the kernel of one table row.
 // Defined in common/kernel_launcher.cuh, instantiated by the generated
 // sources; backends (plain C++) only take their addresses.
-template <typename Params, Operation Op, typename T, int D, int B>
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 cudaError_t launch_kernel(const Params& p, int num_ctas, cudaStream_t stream);
-template <typename Params, Operation Op, typename T, int D, int B>
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 int kernel_ctas_per_sm();
 
 template <typename Params>
@@ -29,6 +29,7 @@ struct KernelEntry {
   DType dtype;
   int head_dim;
   int block_size;
+  core::Fusion fusion;
   cudaError_t (*launch)(const Params&, int num_ctas, cudaStream_t);
   int (*ctas_per_sm)();  // 0 when the runtime refused the configuration
 };
@@ -40,7 +41,7 @@ template <typename Params, size_t kN>
 const KernelEntry<Params>* find_entry(const KernelEntry<Params> (&entries)[kN], const core::Problem& p) {
   for (const KernelEntry<Params>& e : entries)
     if (e.launch != nullptr && e.operation == p.operation && e.dtype == p.shape.dtype &&
-        e.head_dim == p.shape.head_dim && e.block_size == p.shape.block_size)
+        e.head_dim == p.shape.head_dim && e.block_size == p.shape.block_size && e.fusion == p.fusion())
       return &e;
   return nullptr;
 }
@@ -49,7 +50,8 @@ const KernelEntry<Params>* find_entry(const KernelEntry<Params> (&entries)[kN], 
 inline Status no_kernel(const char* backend, const core::Problem& p) {
   return core::unsupported("backend ", backend, " has no ", operation_name(p.operation), " kernel for ",
                            dtype_name(p.shape.dtype), ", head_dim ", p.shape.head_dim, ", block_size ",
-                           p.shape.block_size, " in this build (supported_configs() lists what it has)");
+                           p.shape.block_size, p.fusion() == core::Fusion::kRotary ? " with rotary" : "",
+                           " in this build (supported_configs() lists what it has)");
 }
 
 // Sizes the persistent grid for up to `max_tiles` tiles and launches.
@@ -65,11 +67,12 @@ Status launch_persistent(const KernelEntry<Params>& kernel, const Params& params
 
 // Expands the generated kernel table into KernelEntry initializers for one
 // backend, in a scope where `Params` names its kernel arguments.
-#define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto) \
-  {Operation::k##Op,                                     \
-   DType::k##DT,                                         \
-   D,                                                    \
-   B,                                                    \
-   &launch_kernel<Params, Operation::k##Op, Type, D, B>, \
-   &kernel_ctas_per_sm<Params, Operation::k##Op, Type, D, B>},
-#define BLOCKATTN_KERNEL_SKIP(Op, DT, Type, D, B, Auto)
+#define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto, Fuse)                    \
+  {Operation::k##Op,                                                              \
+   DType::k##DT,                                                                  \
+   D,                                                                             \
+   B,                                                                             \
+   core::Fusion::k##Fuse,                                                         \
+   &launch_kernel<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>,   \
+   &kernel_ctas_per_sm<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>},
+#define BLOCKATTN_KERNEL_SKIP(Op, DT, Type, D, B, Auto, Fuse)

@@ -28,45 +28,45 @@ struct KernelLauncher {
 };
 
 // The kernel of one table row: each backend's kernel headers specialize
-// KernelOf<their Params, Op, T, D, B> with the kernel function (`kernel`) and
-// its config (`Config::kThreads`, `Config::kSmemBytes`).
-template <typename Params, Operation Op, typename T, int D, int B>
+// KernelOf<their Params, Op, T, D, B, F> with the kernel function (`kernel`)
+// and its config (`Config::kThreads`, `Config::kSmemBytes`).
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
-template <typename Params, Operation Op, typename T, int D, int B>
-using LauncherOf =
-    KernelLauncher<Params, KernelOf<Params, Op, T, D, B>::kernel, KernelOf<Params, Op, T, D, B>::Config::kThreads,
-                   KernelOf<Params, Op, T, D, B>::Config::kSmemBytes>;
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
+using LauncherOf = KernelLauncher<Params, KernelOf<Params, Op, T, D, B, F>::kernel,
+                                  KernelOf<Params, Op, T, D, B, F>::Config::kThreads,
+                                  KernelOf<Params, Op, T, D, B, F>::Config::kSmemBytes>;
 
 // The definitions of the functions common/kernel_entry.h declares.
-template <typename Params, Operation Op, typename T, int D, int B>
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 cudaError_t launch_kernel(const Params& p, int num_ctas, cudaStream_t stream) {
-  return LauncherOf<Params, Op, T, D, B>::launch(p, num_ctas, stream);
+  return LauncherOf<Params, Op, T, D, B, F>::launch(p, num_ctas, stream);
 }
 
-template <typename Params, Operation Op, typename T, int D, int B>
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 int kernel_ctas_per_sm() {
-  return LauncherOf<Params, Op, T, D, B>::ctas_per_sm();
+  return LauncherOf<Params, Op, T, D, B, F>::ctas_per_sm();
 }
 
 }  // namespace blockattn
 
-// Registers `Arch::kernel_fn<T, D, B>` with config `Arch::ConfigT<T, D, B>` as
-// the kernel of table rows (Arch, Op); written after the kernel's definition,
-// outside any namespace.
-#define BLOCKATTN_KERNEL_OF(Arch, Op, kernel_fn, ConfigT)    \
-  namespace blockattn {                                      \
-  template <typename T, int D, int B>                        \
-  struct KernelOf<Arch::Params, Operation::k##Op, T, D, B> { \
-    using Config = Arch::ConfigT<T, D, B>;                   \
-    static constexpr auto kernel = Arch::kernel_fn<T, D, B>; \
-  };                                                         \
+// Registers `Arch::kernel_fn<T, D, B, F>` with config `Arch::ConfigT<T, D, B>`
+// as the kernel of table rows (Arch, Op); written after the kernel's
+// definition, outside any namespace.
+#define BLOCKATTN_KERNEL_OF(Arch, Op, kernel_fn, ConfigT)       \
+  namespace blockattn {                                         \
+  template <typename T, int D, int B, core::Fusion F>           \
+  struct KernelOf<Arch::Params, Operation::k##Op, T, D, B, F> { \
+    using Config = Arch::ConfigT<T, D, B>;                      \
+    static constexpr auto kernel = Arch::kernel_fn<T, D, B, F>; \
+  };                                                            \
   }
 
 // Explicit instantiation of launch_kernel() and kernel_ctas_per_sm() for one
 // table row; used by the generated sources only (cmake/BlockattnKernels.cmake).
-#define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B)                                                  \
-  namespace blockattn {                                                                                    \
-  template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B>(const Params&, int, cudaStream_t); \
-  template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B>();                                    \
+#define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B, F)                                                  \
+  namespace blockattn {                                                                                       \
+  template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B, F>(const Params&, int, cudaStream_t); \
+  template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B, F>();                                    \
   }

@@ -9,8 +9,8 @@ namespace {
 
 #define BLOCKATTN_KERNEL_BACKEND_sm80 Backend::kPortable
 #define BLOCKATTN_KERNEL_BACKEND_sm90 Backend::kHopper
-#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto) \
-  {BLOCKATTN_KERNEL_BACKEND_##arch, Operation::k##Op, DType::k##DT, D, B, Auto},
+#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto, Fuse) \
+  {BLOCKATTN_KERNEL_BACKEND_##arch, Operation::k##Op, DType::k##DT, D, B, Auto, Fusion::k##Fuse == Fusion::kRotary},
 constexpr KernelConfig kRows[] = {
 #include "blockattn_kernel_table.inc"
 };
@@ -31,10 +31,11 @@ std::string joined_values(Field field) {
 
 KernelTable kernel_table() { return {kRows, std::size(kRows)}; }
 
-const KernelConfig* find_kernel(Backend backend, Operation op, DType dtype, int head_dim, int block_size) {
+const KernelConfig* find_kernel(Backend backend, const Problem& p) {
   for (const KernelConfig& c : kRows)
-    if (c.backend == backend && c.operation == op && c.dtype == dtype && c.head_dim == head_dim &&
-        c.block_size == block_size)
+    if (c.backend == backend && c.operation == p.operation && c.dtype == p.shape.dtype &&
+        c.head_dim == p.shape.head_dim && c.block_size == p.shape.block_size &&
+        c.rotary == (p.fusion() == Fusion::kRotary))
       return &c;
   return nullptr;
 }

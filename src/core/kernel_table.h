@@ -1,9 +1,9 @@
-// The kernel table: which (backend, operation, dtype, head dim, block size)
-// combinations this build contains. It is generated at configure time from
+// The kernel table: which (backend, operation, dtype, head dim, block size,
+// fusion) combinations this build contains. It is generated at configure time from
 // src/kernel_table.cmake (the one place a combination is added), filtered by
 // the BLOCKATTN_HEAD_DIMS / BLOCKATTN_BLOCK_SIZES options, into
 // blockattn_kernel_table.inc: one line
-//   BLOCKATTN_KERNEL(arch, Op, DT, Type, head_dim, block_size, automatic)
+//   BLOCKATTN_KERNEL(arch, Op, DT, Type, head_dim, block_size, automatic, Fusion)
 // per compiled kernel. This header turns it into data for validation, backend
 // choice and supported_configs(); each backend expands the same file into its
 // launch table (sm80/backend.cpp, sm90/backend.cpp).
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "blockattn/blockattn.h"
+#include "core/problem.h"
 
 namespace blockattn::core {
 
@@ -26,8 +27,9 @@ struct KernelTable {
 
 KernelTable kernel_table();
 
-// The row for this exact combination, or null.
-const KernelConfig* find_kernel(Backend backend, Operation op, DType dtype, int head_dim, int block_size);
+// The backend's row for the problem's combination (operation, dtype, head
+// dim, block size, fusion), or null.
+const KernelConfig* find_kernel(Backend backend, const Problem& p);
 
 // Whether any backend has a kernel with this head dim / block size (for
 // argument validation), and the built values as text for messages ("64, 128").

@@ -30,6 +30,7 @@ Problem common(Operation op, const AttentionInputs& in) {
   p.softmax_scale = in.options.softmax_scale;
   p.backend = in.options.backend;
   p.reuse_schedule = in.options.reuse_schedule;
+  p.rotary = in.rotary;
   return p;
 }
 

@@ -9,6 +9,10 @@
 
 namespace blockattn::core {
 
+// An element-wise transform fused into the kernels: one compiled variant of
+// every kernel per value (src/kernel_table.cmake, "fusions").
+enum class Fusion { kNone = 0, kRotary = 1 };
+
 // The tensors a request can name. Which ones an operation reads and writes is
 // listed once, in tensor_roles().
 enum class TensorId { kQ, kK, kV, kOut, kDout, kDq, kDk, kDv, kCount };
@@ -21,7 +25,9 @@ struct Problem {
   float softmax_scale = 0.f;  // as given; 0 = default (see resolved_scale())
   Backend backend = Backend::kAuto;
   bool reuse_schedule = false;
+  Rotary rotary;
 
+  Fusion fusion() const { return rotary.enabled() ? Fusion::kRotary : Fusion::kNone; }
   const TensorView& tensor(TensorId id) const { return tensors[static_cast<int>(id)]; }
   TensorView& tensor(TensorId id) { return tensors[static_cast<int>(id)]; }
   int group_size() const { return shape.num_q_heads / shape.num_kv_heads; }

@@ -44,17 +44,53 @@ void block_probs(const Problem& p, const schedule::BlockDesc& b, int qh, int kh,
 double Problem::softmax_scale() const { return scale != 0.0 ? scale : 1.0 / std::sqrt(double(head_dim)); }
 
 std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
-                                                int32_t block_size) {
+                                                int32_t block_size, std::vector<schedule::BlockSeq>* seqs) {
   std::vector<schedule::BlockDesc> blocks;
+  if (seqs != nullptr) seqs->clear();
   if (offsets.size() < 2) return blocks;
   int32_t begin = schedule::clamp_offset(offsets[0], total_tokens);
   for (size_t b = 0; b + 1 < offsets.size(); ++b) {
     const int32_t end = std::max(begin, schedule::clamp_offset(offsets[b + 1], total_tokens));
-    for (int32_t row = begin; row < end; row += block_size)
+    for (int32_t row = begin; row < end; row += block_size) {
       blocks.push_back({row, std::min(block_size, end - row)});
+      if (seqs != nullptr) seqs->push_back({static_cast<int32_t>(b), row - begin});
+    }
     begin = end;
   }
   return blocks;
+}
+
+std::vector<int64_t> token_positions(const Problem& p, const RotaryTables& r) {
+  std::vector<int64_t> pos(static_cast<size_t>(p.total_tokens), -1);
+  std::vector<schedule::BlockSeq> seqs;
+  const auto blocks = block_schedule(p.offsets, static_cast<int32_t>(p.total_tokens), p.block_size, &seqs);
+  for (size_t i = 0; i < blocks.size(); ++i)
+    for (int32_t row = 0; row < blocks[i].row_count; ++row) {
+      const int64_t start = r.seq_start.empty() ? 0 : r.seq_start[static_cast<size_t>(seqs[i].seq)];
+      pos[static_cast<size_t>(blocks[i].row_begin + row)] =
+          r.in_sequence ? start + seqs[i].first_pos + row : blocks[i].row_begin + row;
+    }
+  return pos;
+}
+
+void rotate(const Problem& p, const RotaryTables& r, int heads, bool transpose, std::vector<double>& x) {
+  const int half = r.rotary_dim / 2;
+  const std::vector<int64_t> pos = token_positions(p, r);
+  for (int64_t t = 0; t < p.total_tokens; ++t) {
+    const int64_t at = pos[static_cast<size_t>(t)];
+    if (at < 0 || at >= r.num_positions) continue;  // identity
+    for (int h = 0; h < heads; ++h) {
+      double* v = &x[index(p, t, h, heads)];
+      for (int j = 0; j < half; ++j) {
+        const int a = r.half_split ? j : 2 * j, b = r.half_split ? j + half : 2 * j + 1;
+        const double c = r.cos[static_cast<size_t>(at * half + j)];
+        const double s = (transpose ? -1.0 : 1.0) * r.sin[static_cast<size_t>(at * half + j)];
+        const double xa = v[a], xb = v[b];
+        v[a] = xa * c - xb * s;
+        v[b] = xb * c + xa * s;
+      }
+    }
+  }
 }
 
 void forward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,

@@ -21,9 +21,30 @@ struct Problem {
 };
 
 // The host model of the device schedule: the blocks of the sanitized offsets,
-// in the order the device lists them.
+// in the order the device lists them, and (when `seqs` is given) the parallel
+// BlockSeq table.
 std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
-                                                int32_t block_size = kDefaultBlockSize);
+                                                int32_t block_size = kDefaultBlockSize,
+                                                std::vector<schedule::BlockSeq>* seqs = nullptr);
+
+// Rotary embeddings in fp64 (blockattn::Rotary's semantics), applied to whole
+// [T, H, D] tensors: the kernels' fused rotation is checked as
+// rotate -> attention -> inverse rotation of the gradients.
+struct RotaryTables {
+  int rotary_dim = 0;
+  bool half_split = true;
+  bool in_sequence = true;
+  int64_t num_positions = 0;
+  std::vector<double> cos, sin;   // [num_positions, rotary_dim / 2]
+  std::vector<int32_t> seq_start;  // [B], or empty (all 0); in_sequence only
+};
+
+// Each token's table row (possibly outside [0, num_positions): identity);
+// tokens in no block get -1.
+std::vector<int64_t> token_positions(const Problem& p, const RotaryTables& r);
+
+// x [T, heads, D] <- R x (or R^T x when `transpose`), per token position.
+void rotate(const Problem& p, const RotaryTables& r, int heads, bool transpose, std::vector<double>& x);
 
 // out[i] = softmax(scale q_i K_blk^T) V_blk for every row in a block; rows in no
 // block are left as they are.

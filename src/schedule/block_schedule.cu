@@ -18,7 +18,8 @@ struct MaxOp {
 
 __global__ void __launch_bounds__(kThreads)
     build_block_schedule_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
-                                int32_t block_size, ScheduleHeader* __restrict__ header, BlockDesc* __restrict__ table) {
+                                int32_t block_size, ScheduleHeader* __restrict__ header, BlockDesc* __restrict__ table,
+                                BlockSeq* __restrict__ seq_table) {
   using Scan = cub::BlockScan<int32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ int32_t seq_begin[kThreads + 1];    // M_b for the chunk, plus one past
@@ -65,9 +66,11 @@ __global__ void __launch_bounds__(kThreads)
         else
           hi = mid;
       }
-      const int32_t row_begin = seq_begin[lo] + (j - first_block[lo]) * block_size;
+      const int32_t first_pos = (j - first_block[lo]) * block_size;
+      const int32_t row_begin = seq_begin[lo] + first_pos;
       const int32_t rows_left = seq_begin[lo + 1] - row_begin;
       table[blocks_before + j] = {row_begin, rows_left < block_size ? rows_left : block_size};
+      seq_table[blocks_before + j] = {chunk + lo, first_pos};
     }
     __syncthreads();  // every thread has read the carry and the chunk arrays
     if (tid == 0) {
@@ -82,10 +85,10 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                                 void* workspace, cudaStream_t stream) {
-  build_block_schedule_kernel<<<1, kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size,
-                                                          WorkspaceLayout::header(workspace),
-                                                          WorkspaceLayout::table(workspace));
+                                 void* workspace, size_t capacity, cudaStream_t stream) {
+  build_block_schedule_kernel<<<1, kThreads, 0, stream>>>(
+      offsets, num_seqs, total_tokens, block_size, WorkspaceLayout::header(workspace),
+      WorkspaceLayout::table(workspace), WorkspaceLayout::seq_table(workspace, capacity));
   return cudaGetLastError();
 }
 

@@ -30,6 +30,15 @@ struct BlockDesc {
   int32_t row_count;
 };
 
+// Where a block sits in its sequence: the sequence's index and the position of
+// the block's first row within it. A table parallel to the BlockDesc table,
+// read only by kernels that need token positions (rotary), so the others load
+// no more than before.
+struct BlockSeq {
+  int32_t seq;
+  int32_t first_pos;
+};
+
 BA_HOST_DEVICE int32_t clamp_offset(int32_t offset, int32_t total_tokens) {
   return offset < 0 ? 0 : (offset > total_tokens ? total_tokens : offset);
 }
@@ -59,6 +68,7 @@ struct ScheduleHeader {
 struct Schedule {
   const ScheduleHeader* header;
   const BlockDesc* blocks;
+  const BlockSeq* block_seqs;
   int32_t num_seqs, total_tokens, block_size;
 
   // The blocks to process: the header's count when the table was built for
@@ -75,26 +85,32 @@ struct Schedule {
   }
 };
 
-// Workspace layout: the 16-byte header, then the table, sized for the
-// smallest block size the caller may use.
+// Workspace layout: the 16-byte header, the BlockDesc table, then the
+// BlockSeq table, each sized for the smallest block size the caller may use
+// (`capacity` entries: the tables' places depend only on num_seqs and T).
 struct WorkspaceLayout {
   static constexpr size_t kHeaderBytes = 16;
   static_assert(sizeof(ScheduleHeader) == kHeaderBytes, "the table starts 16-byte aligned");
-  static size_t bytes(int64_t num_seqs, int64_t total_tokens, int32_t smallest_block_size) {
-    return kHeaderBytes +
-           sizeof(BlockDesc) * static_cast<size_t>(max_blocks(num_seqs, total_tokens, smallest_block_size));
+  static size_t capacity(int64_t num_seqs, int64_t total_tokens, int32_t smallest_block_size) {
+    return static_cast<size_t>(max_blocks(num_seqs, total_tokens, smallest_block_size));
   }
-  static Schedule schedule(void* workspace, int32_t num_seqs, int32_t total_tokens, int32_t block_size) {
-    return {header(workspace), table(workspace), num_seqs, total_tokens, block_size};
+  static size_t bytes(size_t capacity) { return kHeaderBytes + (sizeof(BlockDesc) + sizeof(BlockSeq)) * capacity; }
+  static Schedule schedule(void* workspace, size_t capacity, int32_t num_seqs, int32_t total_tokens,
+                           int32_t block_size) {
+    return {header(workspace), table(workspace), seq_table(workspace, capacity), num_seqs, total_tokens, block_size};
   }
   static ScheduleHeader* header(void* workspace) { return static_cast<ScheduleHeader*>(workspace); }
   static BlockDesc* table(void* workspace) {
     return reinterpret_cast<BlockDesc*>(static_cast<char*>(workspace) + kHeaderBytes);
   }
+  static BlockSeq* seq_table(void* workspace, size_t capacity) {
+    return reinterpret_cast<BlockSeq*>(table(workspace) + capacity);
+  }
 };
 
-// Enqueues the kernel that writes the block count and table into `workspace`.
+// Enqueues the kernel that writes the block count and both tables into
+// `workspace`, laid out for `capacity` blocks (WorkspaceLayout).
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                                 void* workspace, cudaStream_t stream);
+                                 void* workspace, size_t capacity, cudaStream_t stream);
 
 }  // namespace blockattn::schedule

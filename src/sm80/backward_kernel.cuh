@@ -97,31 +97,33 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
   gemm_atb<T, D, Cfg::kRows, kKeys>(dv, sm.probs, row0, sm.dout, lane);
   gemm_atb<T, D, Cfg::kRows, kKeys>(dk, sm.dscores, row0, sm.q, lane);
 
-  // dQ = scale * dS K, in 64-column slices to bound registers, staged in the
-  // warp's own rows of the dQ tile.
+  // dQ = scale * dS K, in 64-column slices to bound registers (whole rows
+  // where the epilogue needs them), staged in the warp's own rows of the dQ tile.
   using Layout = tile::SwizzledRows<D>;
+  constexpr int kDqCols = Hooks::kWholeRows ? D : 64;
 #pragma unroll
-  for (int c = 0; c < D / 64; ++c) {
-    tile::Accumulator<64> dq;
+  for (int c = 0; c < D / kDqCols; ++c) {
+    tile::Accumulator<kDqCols> dq;
     dq.zero();
-    gemm_rab<T, 64, kKeys, D>(dq, ds_op, sm.k, 64 * c, lane);
-    hooks.epilogue(tile::Output::kDq, dq, t, row0, 64 * c, lane);
-    tile::stage_rows<Layout, T>(dq, tile::RowScale::uniform(p.attn.softmax_scale), sm.dq, row0, 64 * c, lane);
+    gemm_rab<T, kDqCols, kKeys, D>(dq, ds_op, sm.k, kDqCols * c, lane);
+    hooks.epilogue(tile::Output::kDq, dq, t, row0, kDqCols * c, lane);
+    tile::stage_rows<Layout, T>(dq, tile::RowScale::uniform(p.attn.softmax_scale), sm.dq, row0, kDqCols * c, lane);
   }
   __syncwarp();
   tile::store_rows<Layout, D>(sm.dq, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
                               lane);
 }
 
-template <typename T, int D, int B, typename Hooks = tile::NoHooks>
+template <typename T, int D, int B, core::Fusion F>
 __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardConfig<T, D, B>::kMinCtasPerSm)
     backward_kernel(const __grid_constant__ Params p) {
+  using Hooks = tile::Hooks<F>;
   using Cfg = BackwardConfig<T, D, B>;
   using Layout = tile::SwizzledRows<D>;
   constexpr int kT = Cfg::kThreads, kRows = Cfg::kRows;
   extern __shared__ __align__(128) unsigned char smem[];
   const BackwardSmem<T, D, B> sm(smem);
-  const Hooks hooks{};
+  const Hooks hooks(p.attn);
   const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
   const int num_tiles = p.attn.schedule.block_count() * num_kv_heads;
@@ -137,14 +139,16 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
     dk.zero();
     dv.zero();
     for (int g = 0; g < p.attn.group_size; ++g) {
-      const tile::TileCoords th{t.block, t.q_head + g, t.kv_head};  // this query head of the group
+      const tile::TileCoords th{t.block, t.q_head + g, t.kv_head, t.block_index};  // this query head of the group
       load_tile_async<kRows, D, kT>(sm.q, tile::head_rows<T>(p.q, th.block, th.q_head), p.q.token_stride, valid);
       load_tile_async<kRows, D, kT>(sm.dout, tile::head_rows<T>(p.dout, th.block, th.q_head), p.dout.token_stride,
                                     valid);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
-      hooks.prologue(sm, th, threadIdx.x);
+      // K and V stay in shared memory across the group: transformed once.
+      hooks.template prologue<Layout, kRows, D, kT>(th, threadIdx.x, sm.q, g == 0 ? sm.k : nullptr,
+                                                    g == 0 ? sm.v : nullptr);
       if constexpr (Hooks::kModifiesOperands) __syncthreads();  // prologue writes before any product
       backward_query_head<T, D, B>(p, hooks, sm, th, dk, dv);
       __syncthreads();  // Q, dO, P and dS are rewritten next

@@ -39,7 +39,7 @@ struct ForwardConfig {
   static constexpr int kMinCtasPerSm = D <= 64 ? 3 : 2;
 };
 
-// The operand tiles of one stage, by role (what a prologue hook sees).
+// The operand tiles of one stage, by role.
 template <typename T, int D, int B>
 struct ForwardOperands {
   using Layout = tile::SwizzledRows<D>;
@@ -72,7 +72,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   const int lane = tid % 32, row0 = 16 * (tid / 32);
   const auto t = tile::TileCoords::per_query_head(p.attn, tile);
   const ForwardOperands<T, D, B> ops(stage);
-  hooks.prologue(ops, t, tid);
+  hooks.template prologue<Layout, Cfg::kRows, D, Cfg::kThreads>(t, tid, ops.q, ops.k, ops.v);
   if constexpr (Hooks::kModifiesOperands) __syncthreads();  // every thread's prologue writes before any product
 
   tile::Accumulator<Cfg::kKeys> s;
@@ -95,7 +95,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
                            p.out.token_stride, t.block.row_count, lane);
 }
 
-template <typename T, int D, int B, typename Hooks = tile::NoHooks>
+template <typename T, int D, int B, core::Fusion F>
 __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfig<T, D, B>::kMinCtasPerSm)
     forward_kernel(const __grid_constant__ Params p) {
   using Cfg = ForwardConfig<T, D, B>;
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfi
   // Stage s starts at smem + s * kStageBytes (arithmetic, not an array of
   // pointers: a runtime-indexed array would live in local memory).
   auto stage_ptr = [&](int s) { return reinterpret_cast<T*>(smem + s * Cfg::kStageBytes); };
-  const Hooks hooks{};
+  const tile::Hooks<F> hooks(p.attn);
 
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   int tile = blockIdx.x;

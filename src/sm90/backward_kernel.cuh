@@ -76,16 +76,6 @@ struct BackwardSmem {
   __device__ T* dscores(int consumer) const { return probs(consumer) + Cfg::kProbTileBytes / 2; }
 };
 
-// The operand tiles of one stage, by role (what a prologue hook sees).
-template <typename T, int B>
-struct BackwardOperands {
-  using Layout = tile::Chunked<B>;
-  T* q;
-  T* k;
-  T* v;
-  T* dout;
-};
-
 // A-operand fragments of X^T for this warp's 16 key rows, k-step by k-step,
 // from a kRows x kKeys tile X [query][key] (ldmatrix.trans, as in the sm80
 // gemm_atb). All k-steps are loaded before any wgmma reads them: a register
@@ -134,7 +124,9 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   const int tid = opaque(static_cast<int>(threadIdx.x)) - 128 * (1 + consumer);
   const int lane = tid % 32, row0 = 16 * (tid / 32);
   const int valid = t.block.row_count;
-  const BackwardOperands<T, B> ops{sm.q(stage), sm.k(stage), sm.v(stage), sm.dout(stage)};
+  struct {
+    T *q, *k, *v, *dout;
+  } ops{sm.q(stage), sm.k(stage), sm.v(stage), sm.dout(stage)};
   const uint32_t q_addr = tile::smem_u32(ops.q), k_addr = tile::smem_u32(ops.k);
   const uint32_t v_addr = tile::smem_u32(ops.v), dout_addr = tile::smem_u32(ops.dout);
   if (valid < kRows) {  // every product must see zeros past the block end
@@ -143,7 +135,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::zero_rows_from<Layout, kRows, D, 128>(ops.v, valid, tid);
     tile::zero_rows_from<Layout, kRows, D, 128>(ops.dout, valid, tid);
   }
-  hooks.prologue(ops, t, tid);
+  hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   if (valid < kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
     named_barrier_sync(barrier_id, 128);
@@ -184,22 +176,25 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
 
   named_barrier_sync(barrier_id, 128);  // no warp's dV product reads dO any more: dQ is staged there
 
-  // dQ = scale dS K, 64 columns at a time (B = one 64-column chunk of K).
+  // dQ = scale dS K, 64 columns at a time (B = one 64-column chunk of K), or
+  // whole rows where the epilogue needs them (fewer live registers otherwise).
+  constexpr int kDqCols = Hooks::kWholeRows ? D : tile::kChunkCols;
 #pragma unroll
-  for (int c = 0; c < Cfg::kChunks; ++c) {
-    tile::Accumulator<tile::kChunkCols> dq;
+  for (int c = 0; c < D / kDqCols; ++c) {
+    tile::Accumulator<kDqCols> dq;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       fence_registers(ds_op.a[kk]);
-      wgmma_rs<T, tile::kChunkCols>(dq.regs(), ds_op.a[kk], mnmajor_desc(k_addr + c * Cfg::kChunkBytes, kk, kRows),
-                                    kk > 0);
+      wgmma_rs<T, kDqCols>(dq.regs(), ds_op.a[kk],
+                           mnmajor_desc(k_addr + c * (kDqCols / tile::kChunkCols) * Cfg::kChunkBytes, kk, kRows),
+                           kk > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
     fence_registers(dq.regs());
-    hooks.epilogue(tile::Output::kDq, dq, t, row0, c * tile::kChunkCols, lane);
-    tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * tile::kChunkCols, lane);
+    hooks.epilogue(tile::Output::kDq, dq, t, row0, c * kDqCols, lane);
+    tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * kDqCols, lane);
   }
   __syncwarp();
   tile::store_rows<Layout, D>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
@@ -217,13 +212,13 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   }
 }
 
-template <typename T, int D, int B, typename Hooks = tile::NoHooks>
+template <typename T, int D, int B, core::Fusion F>
 __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
     backward_kernel(const __grid_constant__ Params p) {
   using Cfg = BackwardConfig<T, D, B>;
   extern __shared__ unsigned char smem_raw[];
   const BackwardSmem<T, D, B> sm(smem_raw);
-  const Hooks hooks{};
+  const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
   run_frame<Cfg>(

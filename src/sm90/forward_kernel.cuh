@@ -63,15 +63,6 @@ struct ForwardSmem {
   __device__ T* v(int stage) const { return q(stage) + Cfg::kTileBytes; }
 };
 
-// The operand tiles of one stage, by role (what a prologue hook sees).
-template <typename T, int B>
-struct ForwardOperands {
-  using Layout = tile::Chunked<B>;
-  T* q;
-  T* k;
-  T* v;
-};
-
 template <typename T, int D, int B, typename Hooks>
 __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<T, D, B>& sm,
                                              const tile::TileCoords& t, int stage, int consumer) {
@@ -82,11 +73,13 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   const int lane = tid % 32, row0 = 16 * (tid / 32);
   const uint32_t barrier_id = 1 + consumer;
   const int valid = t.block.row_count;
-  const ForwardOperands<T, B> ops{sm.q(stage), sm.k(stage), sm.v(stage)};
+  struct {
+    T *q, *k, *v;
+  } ops{sm.q(stage), sm.k(stage), sm.v(stage)};
   if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
     tile::zero_rows_from<Layout, Cfg::kRows, D, 128>(ops.v, valid, tid);
   }
-  hooks.prologue(ops, t, tid);
+  hooks.template prologue<Layout, Cfg::kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   if (valid < Cfg::kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
     named_barrier_sync(barrier_id, 128);
@@ -129,13 +122,13 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
                            p.out.token_stride, valid, lane);
 }
 
-template <typename T, int D, int B, typename Hooks = tile::NoHooks>
+template <typename T, int D, int B, core::Fusion F>
 __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
     forward_kernel(const __grid_constant__ Params p) {
   using Cfg = ForwardConfig<T, D, B>;
   extern __shared__ unsigned char smem_raw[];
   const ForwardSmem<T, D, B> sm(smem_raw);
-  const Hooks hooks{};
+  const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
   run_frame<Cfg>(

@@ -1,36 +1,60 @@
-// The two extension points of a tile operation. Every kernel calls them at the
-// same two places:
+// The two extension points of a tile operation, and the hook set of each
+// core::Fusion. Every kernel calls them at the same two places:
 //   prologue: once a tile's operands are in shared memory, before any product
-//             reads them (where rotary embeddings rotate Q and K);
-//   epilogue: on each fp32 output accumulator of the warp's 16 rows, before it
-//             is scaled, rounded and staged (where the backward applies the
-//             transpose rotation to dQ and dK).
-// A hook set is a type with these members; kModifiesOperands tells the kernel
-// whether the prologue writes shared memory (then the kernel orders those
-// writes before the products that read the operands). NoHooks, the set every
-// kernel is built with today, does nothing and compiles away.
+//             reads them, on the operand tiles the transform applies to (q, k,
+//             v; a null pointer is an operand to leave alone): where rotary
+//             embeddings rotate them;
+//   epilogue: on a warp's fp32 output accumulator rows, before they are
+//             scaled, rounded and staged: where the backward applies the
+//             transpose rotation to dQ, dK (and dV).
+// A hook set is a type constructed from the kernel's AttentionParams with
+// these members and two flags:
+//   kModifiesOperands  the prologue writes shared memory (the kernel then
+//                      orders those writes before the products that read them);
+//   kWholeRows         the epilogue needs every column of an output row in one
+//                      accumulator (the kernel then computes dQ full width
+//                      instead of in 64-column slices).
+// NoHooks does nothing and compiles away.
 #pragma once
 
+#include "common/attention_params.h"
+#include "core/problem.h"
 #include "tile/fragments.cuh"
+#include "tile/rotary.cuh"
 #include "tile/tile_coords.cuh"
 
 namespace blockattn::tile {
 
-// Which output an epilogue sees.
-enum class Output { kOut, kDq, kDk, kDv };
-
 struct NoHooks {
   static constexpr bool kModifiesOperands = false;
+  static constexpr bool kWholeRows = false;
 
-  // `operands` names the tile's operand tiles by role (.q, .k, ...); `tid` is
-  // the thread's index among the threads that run the tile operation.
-  template <typename Operands>
-  __device__ __forceinline__ void prologue(const Operands&, const TileCoords&, int /*tid*/) const {}
+  __device__ explicit NoHooks(const AttentionParams&) {}
 
-  // `rows_begin` is the tile row of the warp's first accumulator row.
+  // Tiles of kRows x D elements in `Layout`, transformed by kThreads threads
+  // (`tid` in [0, kThreads)).
+  template <typename Layout, int kRows, int D, int kThreads, typename T>
+  __device__ __forceinline__ void prologue(const TileCoords&, int /*tid*/, T* /*q*/, T* /*k*/, T* /*v*/) const {}
+
+  // `rows_begin` is the tile row of the warp's first accumulator row, `col0`
+  // the output column of its first accumulator column.
   template <int kN>
   __device__ __forceinline__ void epilogue(Output, Accumulator<kN>&, const TileCoords&, int /*rows_begin*/,
                                            int /*col0*/, int /*lane*/) const {}
 };
+
+template <core::Fusion F>
+struct HooksFor;
+template <>
+struct HooksFor<core::Fusion::kNone> {
+  using type = NoHooks;
+};
+template <>
+struct HooksFor<core::Fusion::kRotary> {
+  using type = RotaryHooks;
+};
+
+template <core::Fusion F>
+using Hooks = typename HooksFor<F>::type;
 
 }  // namespace blockattn::tile

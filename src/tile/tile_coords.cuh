@@ -12,19 +12,20 @@ namespace blockattn::tile {
 struct TileCoords {
   schedule::BlockDesc block;
   int q_head, kv_head;
+  int block_index;  // in the schedule (its BlockSeq entry)
 
   // A tile per (block, query head): the forward, and any backward with Hq == Hkv.
   __device__ static TileCoords per_query_head(const AttentionParams& p, int tile) {
     const int block_index = tile / p.num_q_heads;
     const int q_head = tile - block_index * p.num_q_heads;
-    return {p.schedule.blocks[block_index], q_head, q_head / p.group_size};
+    return {p.schedule.blocks[block_index], q_head, q_head / p.group_size, block_index};
   }
   // A tile per (block, KV head), covering the group's query heads
   // kv_head * group_size .. + group_size - 1 (q_head is the first).
   __device__ static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile) {
     const int block_index = tile / num_kv_heads;
     const int kv_head = tile - block_index * num_kv_heads;
-    return {p.schedule.blocks[block_index], kv_head * p.group_size, kv_head};
+    return {p.schedule.blocks[block_index], kv_head * p.group_size, kv_head, block_index};
   }
 };
 

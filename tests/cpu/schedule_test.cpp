@@ -65,10 +65,11 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
 }
 
 TEST(Schedule, WorkspaceHoldsTheLargestTable) {
-  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0, 0, kDefaultBlockSize), schedule::WorkspaceLayout::kHeaderBytes);
+  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0), schedule::WorkspaceLayout::kHeaderBytes);
   // 3 sequences of 1 token: 3 blocks; bound (3 + 63*3)/64 = 3.
   EXPECT_EQ(schedule::max_blocks(3, 3, kDefaultBlockSize), 3);
-  EXPECT_EQ(workspace_size(3, 3), schedule::WorkspaceLayout::kHeaderBytes + 3 * sizeof(BlockDesc));
+  EXPECT_EQ(workspace_size(3, 3),
+            schedule::WorkspaceLayout::kHeaderBytes + 3 * (sizeof(BlockDesc) + sizeof(schedule::BlockSeq)));
 }
 
 }  // namespace

@@ -86,6 +86,31 @@ TEST(Validation, FollowsTheKernelTable) {
   EXPECT_NE(s.message.find("built head dims (" + std::to_string(rows[0].head_dim)), std::string::npos) << s.message;
 }
 
+// A valid rotary description on `a` (tables of 2048 positions), for cases to
+// break one field of.
+Rotary& with_rotary(ForwardArgs& a) {
+  Rotary& r = a.rotary;
+  r.rotary_dim = 128;
+  r.cos = fake(11);
+  r.sin = fake(12);
+  r.cos_row_stride = r.sin_row_stride = 64;
+  r.num_positions = 2048;
+  return r;
+}
+
+TEST(Validation, AcceptsRotary) {
+  ForwardArgs a = valid_forward();
+  with_rotary(a);
+  EXPECT_TRUE(valid(a));
+  a.rotary.pairs = RotaryPairs::kInterleaved;
+  a.rotary.rotary_dim = 34;  // any even dim with interleaved pairs
+  a.rotary.seq_start = static_cast<const int32_t*>(fake(13));
+  EXPECT_TRUE(valid(a));
+  a.rotary.num_positions = 0;  // nothing is read: tables may be null
+  a.rotary.cos = a.rotary.sin = nullptr;
+  EXPECT_TRUE(valid(a));
+}
+
 struct BadCase {
   const char* what;  // expected in the message
   std::function<void(ForwardArgs&)> mutate;
@@ -125,6 +150,27 @@ const BadCase kBadForward[] = {
     {"out rows overlap", [](ForwardArgs& a) { a.out.head_stride = 64; }},
     {"out rows overlap", [](ForwardArgs& a) { a.out.token_stride = 128; }},
     {"out must not overlap input q", [](ForwardArgs& a) { a.out = a.q; }},
+    // Rotary (with_rotary() is valid; each case breaks one field).
+    {"rotary.rotary_dim", [](ForwardArgs& a) { with_rotary(a).rotary_dim = 130; }},
+    {"rotary.rotary_dim", [](ForwardArgs& a) { with_rotary(a).rotary_dim = 63; }},
+    {"rotary.rotary_dim", [](ForwardArgs& a) { with_rotary(a).rotary_dim = -2; }},
+    {"multiple of 16 with kHalfSplit", [](ForwardArgs& a) { with_rotary(a).rotary_dim = 72; }},
+    {"rotary.pairs", [](ForwardArgs& a) { with_rotary(a).pairs = static_cast<RotaryPairs>(5); }},
+    {"rotary.positions", [](ForwardArgs& a) { with_rotary(a).positions = static_cast<RotaryPositions>(5); }},
+    {"rotary.table_type", [](ForwardArgs& a) { with_rotary(a).table_type = static_cast<TableType>(5); }},
+    {"rotary.num_positions", [](ForwardArgs& a) { with_rotary(a).num_positions = -1; }},
+    {"rotary.cos", [](ForwardArgs& a) { with_rotary(a).cos = nullptr; }},
+    {"rotary.sin must be aligned", [](ForwardArgs& a) { with_rotary(a).sin = static_cast<char*>(fake(12)) + 2; }},
+    {"rotary.cos_row_stride", [](ForwardArgs& a) { with_rotary(a).cos_row_stride = -64; }},
+    {"rotary.sin_row_stride", [](ForwardArgs& a) { with_rotary(a).sin_row_stride = int64_t{1} << 60; }},
+    {"rotary.seq_start", [](ForwardArgs& a) {
+       Rotary& r = with_rotary(a);
+       r.positions = RotaryPositions::kTokenRow;
+       r.seq_start = static_cast<const int32_t*>(fake(13));
+     }},
+    {"rotary.seq_start must be 4-byte aligned",
+     [](ForwardArgs& a) { with_rotary(a).seq_start = reinterpret_cast<const int32_t*>(static_cast<char*>(fake(13)) + 2); }},
+    {"out must not overlap rotary.cos", [](ForwardArgs& a) { with_rotary(a).cos = a.out.data; }},
 };
 // Readable case names: the index, then the expected message fragment.
 std::string bad_case_name(const ::testing::TestParamInfo<BadCase>& info) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -40,12 +41,27 @@ enum class LayoutKind {
   kHeadMajor,  // [H, T, D]: token stride D, head stride T * D
 };
 
+// Rotary embeddings of a case (off when dim == 0). Tables hold random values
+// (the rotation need not be orthogonal for the check) and end before the
+// largest position, and sequence starts are partly negative, so positions
+// outside the table (identity) occur in every case.
+struct RotaryCase {
+  int dim = 0;
+  RotaryPairs pairs = RotaryPairs::kHalfSplit;
+  RotaryPositions positions = RotaryPositions::kInSequence;
+  bool rotate_v = false;
+  bool seq_starts = false;    // kInSequence: a random start per sequence
+  bool strided = false;       // one [P, r] table holding [sin | cos], two strided views
+  bool table_fp32 = true;     // else the inputs' dtype
+};
+
 struct Config {
   DType dtype;
   int head_dim, hq, hkv;
   LayoutKind layout;
   OffsetsKind offsets;
   float scale = 0.f;  // 0 = 1/sqrt(D)
+  RotaryCase rotary{};
 };
 
 std::string config_string(const Config& c) {
@@ -55,6 +71,11 @@ std::string config_string(const Config& c) {
                   "_hkv" + std::to_string(c.hkv) + "_" + layouts[static_cast<int>(c.layout)] + "_" +
                   kinds[static_cast<int>(c.offsets)];
   if (c.scale != 0.f) s += "_scale" + std::to_string(static_cast<int>(c.scale * 1000)) + "e_3";
+  const RotaryCase& r = c.rotary;
+  if (r.dim != 0)
+    s += std::string("_rope") + std::to_string(r.dim) + (r.pairs == RotaryPairs::kHalfSplit ? "half" : "inter") +
+         (r.positions == RotaryPositions::kInSequence ? (r.seq_starts ? "_seqstart" : "_seqpos") : "_rowpos") +
+         (r.rotate_v ? "_qkv" : "_qk") + (r.strided ? "_strided" : "") + (r.table_fp32 ? "_f32" : "_t16");
   return s;
 }
 std::string config_name(const ::testing::TestParamInfo<Config>& info) { return config_string(info.param); }
@@ -265,10 +286,77 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
 
   const Shape shape{num_seqs, tokens, c.hq, c.hkv, c.head_dim, c.dtype};
 
+  // Rotary: device tables, the call's description and the reference's
+  // rotated inputs (the kernels must equal rotate -> attend -> rotate back).
+  const RotaryCase& rc = c.rotary;
+  reference::RotaryTables tables;
+  Rotary rotary;
+  std::unique_ptr<DeviceBuffer<int32_t>> d_starts;
+  std::unique_ptr<DeviceBuffer<unsigned char>> d_tables;
+  std::vector<double> qr = q.dense, kr = k.dense, vr = v.dense;
+  if (rc.dim != 0) {
+    tables.rotary_dim = rc.dim;
+    tables.half_split = rc.pairs == RotaryPairs::kHalfSplit;
+    tables.in_sequence = rc.positions == RotaryPositions::kInSequence;
+    const int half = rc.dim / 2;
+    const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+    tables.num_positions = tables.in_sequence ? std::max<int64_t>(1, longest * 3 / 4 + 50) : std::max<int64_t>(1, tokens - 40);
+    if (rc.seq_starts) {
+      std::uniform_int_distribution<int32_t> start(-30, 200);
+      for (int64_t b = 0; b < num_seqs; ++b)
+        tables.seq_start.push_back(start(rng));
+      d_starts = std::make_unique<DeviceBuffer<int32_t>>(tables.seq_start.size());
+      d_starts->upload(tables.seq_start);
+    }
+    // Row layout: [cos | sin] contiguous per table, or one [P, 2 * half + pad] table [sin | cos].
+    const int64_t row = rc.strided ? 2 * half + 8 : half;
+    const size_t elem = rc.table_fp32 ? 4 : 2;
+    const size_t cos_at0 = rc.strided ? half : 0, sin_at0 = rc.strided ? 0 : static_cast<size_t>(tables.num_positions * half);
+    const size_t table_elems = rc.strided ? static_cast<size_t>(tables.num_positions * row) : static_cast<size_t>(2 * tables.num_positions * half);
+    std::vector<unsigned char> bytes(table_elems * elem);
+    std::uniform_real_distribution<double> value(-1.0, 1.0);
+    tables.cos.resize(static_cast<size_t>(tables.num_positions * half));
+    tables.sin.resize(tables.cos.size());
+    auto put = [&](size_t at, double x) {  // x is already representable in the table type
+      if (rc.table_fp32) {
+        const float f = static_cast<float>(x);
+        std::memcpy(&bytes[at * 4], &f, 4);
+      } else {
+        const T t = from_double<T>(x);
+        std::memcpy(&bytes[at * 2], &t, 2);
+      }
+    };
+    auto rounded = [&](double x) { return rc.table_fp32 ? double(float(x)) : to_double(from_double<T>(x)); };
+    for (int64_t pos = 0; pos < tables.num_positions; ++pos)
+      for (int j = 0; j < half; ++j) {
+        const size_t i = static_cast<size_t>(pos * half + j);
+        tables.cos[i] = rounded(value(rng));
+        tables.sin[i] = rounded(value(rng));
+        const int64_t stride = rc.strided ? row : half;
+        put(cos_at0 + static_cast<size_t>(pos * stride + j), tables.cos[i]);
+        put(sin_at0 + static_cast<size_t>(pos * stride + j), tables.sin[i]);
+      }
+    d_tables = std::make_unique<DeviceBuffer<unsigned char>>(bytes.size());
+    d_tables->upload(bytes);
+    rotary.rotary_dim = rc.dim;
+    rotary.pairs = rc.pairs;
+    rotary.positions = rc.positions;
+    rotary.rotate_v = rc.rotate_v;
+    rotary.cos = d_tables->get() + cos_at0 * elem;
+    rotary.sin = d_tables->get() + sin_at0 * elem;
+    rotary.cos_row_stride = rotary.sin_row_stride = rc.strided ? row : half;
+    rotary.num_positions = tables.num_positions;
+    rotary.table_type = rc.table_fp32 ? TableType::kFloat32 : (c.dtype == DType::kBF16 ? TableType::kBF16 : TableType::kFP16);
+    rotary.seq_start = rc.seq_starts ? d_starts->get() : nullptr;
+    reference::rotate(ref, tables, c.hq, false, qr);
+    reference::rotate(ref, tables, c.hkv, false, kr);
+    if (rc.rotate_v) reference::rotate(ref, tables, c.hkv, false, vr);
+  }
+
   // Forward on every path this GPU has, twice each into poisoned outputs:
   // accuracy, untouched rows, determinism.
   std::vector<double> ref_out(q.dense.size());
-  reference::forward(ref, q.dense, k.dense, v.dense, ref_out);
+  reference::forward(ref, qr, kr, vr, ref_out);
   for (Backend backend : device_backends(Operation::kForward, c.dtype, c.head_dim)) {
     std::vector<T> outs[2];
     for (auto& host_out : outs) {
@@ -276,6 +364,7 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
       out.poison();
       ForwardArgs a = forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), out.get());
       a.options = {c.scale, backend};
+      a.rotary = rotary;
       const Status s = forward(a, workspace.get(), workspace.bytes(), nullptr);
       ASSERT_TRUE(s.ok()) << s.message;
       BA_CHECK_CUDA(cudaDeviceSynchronize());
@@ -293,7 +382,12 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
 
   // Backward on every path, twice each.
   std::vector<double> rdq(q.dense.size()), rdk(k.dense.size()), rdv(v.dense.size());
-  reference::backward(ref, q.dense, k.dense, v.dense, dout.dense, rdq, rdk, rdv);
+  reference::backward(ref, qr, kr, vr, dout.dense, rdq, rdk, rdv);
+  if (rc.dim != 0) {  // gradients of the unrotated inputs
+    reference::rotate(ref, tables, c.hq, true, rdq);
+    reference::rotate(ref, tables, c.hkv, true, rdk);
+    if (rc.rotate_v) reference::rotate(ref, tables, c.hkv, true, rdv);
+  }
   for (Backend backend : device_backends(Operation::kBackward, c.dtype, c.head_dim)) {
     const char* path = backend == Backend::kHopper ? "hopper" : "portable";
     auto run = [&](DeviceBuffer<T>& dq, DeviceBuffer<T>& dk, DeviceBuffer<T>& dv) {
@@ -301,6 +395,7 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
           backward_args(forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), nullptr), ql,
                         kl, ddout.get(), dq.get(), dk.get(), dv.get());
       a.options = {c.scale, backend};
+      a.rotary = rotary;
       return backward(a, workspace.get(), workspace.bytes(), nullptr);
     };
     if (backend == Backend::kHopper && c.hq != c.hkv) {  // grouped-query backward is portable-only
@@ -379,6 +474,24 @@ std::vector<Config> all_configs() {
     configs.push_back({DType::kFP16, d, 2, 2, LayoutKind::kPacked, OffsetsKind::kUnownedEdges});
     configs.push_back({DType::kBF16, d, 4, 1, LayoutKind::kHeadMajor, OffsetsKind::kValid, 0.3f});
   }
+  // Rotary: both pair layouts, full and partial rotary dims, both position
+  // modes with and without sequence starts, q/k and q/k/v, GQA, strided and
+  // 16-bit tables, partial blocks (every case), both paths.
+  using P = RotaryPairs;
+  using Pos = RotaryPositions;
+  for (int d : built_head_dims()) {
+    configs.push_back({DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid, 0.f, {d, P::kHalfSplit}});
+    configs.push_back(
+        {DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid, 0.f, {d, P::kInterleaved, Pos::kTokenRow}});
+    configs.push_back({DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kValid, 0.f,
+                       {d / 2, P::kHalfSplit, Pos::kInSequence, true, true}});
+    configs.push_back({DType::kBF16, d, 2, 2, LayoutKind::kHeadMajor, OffsetsKind::kUnownedEdges, 0.f,
+                       {d / 2 + 2, P::kInterleaved, Pos::kInSequence, true, true, true, false}});
+    configs.push_back({DType::kBF16, d, 3, 3, LayoutKind::kPacked, OffsetsKind::kValid, 0.f,
+                       {d, P::kInterleaved, Pos::kTokenRow, true, false, true, true}});  // the reference's convention
+    configs.push_back({DType::kFP16, d, 4, 1, LayoutKind::kPacked, OffsetsKind::kMalformed, 0.f,
+                       {d - 16, P::kHalfSplit, Pos::kTokenRow, false, false, false, false}});
+  }
   return configs;
 }
 INSTANTIATE_TEST_SUITE_P(All, KernelTest, ::testing::ValuesIn(all_configs()), config_name);
@@ -438,6 +551,16 @@ Config fuzz_config(std::mt19937_64& rng) {
               : offsets_kind == 8 ? OffsetsKind::kUnownedEdges
                                   : OffsetsKind::kMalformed;
   c.scale = pick(2) ? 0.f : std::uniform_real_distribution<float>(0.02f, 0.5f)(rng);
+  if (pick(3) == 0) {  // rotary in a third of the cases
+    RotaryCase& r = c.rotary;
+    r.pairs = pick(2) ? RotaryPairs::kHalfSplit : RotaryPairs::kInterleaved;
+    r.dim = r.pairs == RotaryPairs::kHalfSplit ? 16 * (1 + pick(c.head_dim / 16)) : 2 * (1 + pick(c.head_dim / 2));
+    r.positions = pick(2) ? RotaryPositions::kInSequence : RotaryPositions::kTokenRow;
+    r.rotate_v = pick(2);
+    r.seq_starts = r.positions == RotaryPositions::kInSequence && pick(2);
+    r.strided = pick(2);
+    r.table_fp32 = pick(2);
+  }
   return c;
 }
 

@@ -20,19 +20,24 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
   const int32_t num_seqs = static_cast<int32_t>(offsets.size()) - 1;
   DeviceBuffer<int32_t> d_offsets(offsets.size());
   d_offsets.upload(offsets);
-  DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(num_seqs, total_tokens, block_size));
+  const size_t capacity = WorkspaceLayout::capacity(num_seqs, total_tokens, block_size);
+  DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(capacity));
   workspace.poison();
   ASSERT_EQ(cudaSuccess, schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size,
-                                                        workspace.get(), nullptr));
+                                                        workspace.get(), capacity, nullptr));
   const auto raw = workspace.download();
   int32_t count;
   std::memcpy(&count, raw.data(), sizeof(count));
-  const auto want = reference::block_schedule(offsets, total_tokens, block_size);
+  std::vector<schedule::BlockSeq> want_seqs;
+  const auto want = reference::block_schedule(offsets, total_tokens, block_size, &want_seqs);
   ASSERT_EQ(count, static_cast<int32_t>(want.size()));
   const auto* table = reinterpret_cast<const BlockDesc*>(raw.data() + WorkspaceLayout::kHeaderBytes);
+  const auto* seqs = reinterpret_cast<const schedule::BlockSeq*>(table + capacity);
   for (int32_t i = 0; i < count; ++i) {
     ASSERT_EQ(table[i].row_begin, want[i].row_begin) << "block " << i;
     ASSERT_EQ(table[i].row_count, want[i].row_count) << "block " << i;
+    ASSERT_EQ(seqs[i].seq, want_seqs[i].seq) << "block " << i;
+    ASSERT_EQ(seqs[i].first_pos, want_seqs[i].first_pos) << "block " << i;
   }
 }
 
