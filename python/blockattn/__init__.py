@@ -14,6 +14,7 @@ from blockattn._lib import LIBRARY_PATH as library_path
 from blockattn.ops import (
     BLOCK_SIZE,
     SUPPORTED_HEAD_DIMS,
+    Rotary,
     backward_backend,
     block_attention,
     forward_backend,
@@ -24,6 +25,7 @@ from blockattn.reference import block_attention_reference
 __all__ = [
     "BLOCK_SIZE",
     "SUPPORTED_HEAD_DIMS",
+    "Rotary",
     "backward_backend",
     "block_attention",
     "block_attention_reference",

@@ -12,6 +12,7 @@ the op schema from the real annotation objects.
 
 import ctypes
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -40,8 +41,34 @@ _ALIGN_BYTES = _lib.TENSOR_ALIGNMENT_BYTES
 # --------------------------------------------------------------------------- #
 
 
+@dataclass(frozen=True)
+class Rotary:
+    """Rotary position embeddings fused into block_attention (forward and
+    backward; docs/semantics.md, "Rotary").
+
+    cos, sin: [P, r/2] tables (float32, bfloat16 or float16, on q's device,
+        rows any stride, elements contiguous) with r <= head_dim the rotary
+        dim; channels >= r pass through. Two strided views of one
+        [P, r] table [sin | cos] are fine (no copy).
+    interleaved: pairs (2j, 2j+1) (GPT-J) instead of (j, j + r/2) (NeoX/Llama;
+        then r must be a multiple of 16).
+    positions: "sequence" (a token's index within its sequence, plus
+        seq_start[b] when given) or "token" (its row in the jagged tensor).
+        A position outside [0, P) is angle 0 (identity).
+    rotate_v: rotate v too (the output then stays in the rotated frame).
+    seq_start: optional int32 [B] per-sequence start ("sequence" only).
+    """
+
+    cos: Tensor
+    sin: Tensor
+    interleaved: bool = False
+    positions: str = "sequence"
+    rotate_v: bool = False
+    seq_start: Tensor | None = None
+
+
 def block_attention(
-    q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None
+    q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None, rotary: Rotary | None = None
 ) -> Tensor:
     """Block-diagonal jagged self-attention.
 
@@ -61,17 +88,19 @@ def block_attention(
             no row outside [0, T) is touched; rows that no sequence covers
             (e.g. past offsets[B] < T) are left uninitialized in out, dq, dk, dv.
         scale: softmax scale, default 1/sqrt(D).
+        rotary: a Rotary to apply to q and k (and v) inside the kernels.
 
     Returns:
         out: [T, Hq, D], contiguous, q's dtype. Differentiable in q, k and v.
     """
     _check_inputs(q, k, v, offsets)
     scale = _resolve_scale(scale, q.shape[2])
+    cos, sin, seq_start, flags = _check_rotary(rotary, q, offsets)
     if _plain_eager():
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-            return _BlockAttention.apply(q, k, v, offsets, scale)
-        return _run_forward(q, k, v, offsets, scale)  # nothing to differentiate: no autograd node
-    return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale)
+            return _BlockAttention.apply(q, k, v, offsets, scale, cos, sin, seq_start, flags)
+        return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, flags))  # nothing to differentiate
+    return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale, cos, sin, seq_start, flags)
 
 
 def _plain_eager() -> bool:
@@ -91,7 +120,7 @@ def _plain_eager() -> bool:
 
 def supported_configs() -> list[dict]:
     """The library's kernel table: one dict per kernel (backend, operation,
-    dtype, head_dim, block_size, automatic), as the C++ supported_configs()."""
+    dtype, head_dim, block_size, automatic, rotary), as the C++ supported_configs()."""
     return [
         dict(
             backend=_lib.BACKEND_NAMES[c.backend],
@@ -100,6 +129,7 @@ def supported_configs() -> list[dict]:
             head_dim=c.head_dim,
             block_size=c.block_size,
             automatic=bool(c.automatic),
+            rotary=bool(c.rotary),
         )
         for c in _lib.CONFIGS
     ]
@@ -152,6 +182,82 @@ def _check_inputs(q, k, v, offsets) -> None:
         )
 
 
+# Rotary flags of the custom ops (one int, so the op schema stays flat).
+_ROT_INTERLEAVED, _ROT_TOKEN_POSITIONS, _ROT_ROTATE_V = 1, 2, 4
+_TABLE_CODES = {torch.float32: _lib.TABLE_FLOAT32, torch.bfloat16: _lib.TABLE_BF16, torch.float16: _lib.TABLE_FP16}
+
+
+def _check_rotary(rotary, q, offsets):
+    """(cos, sin, seq_start, flags) for the ops, (None, None, None, 0) without
+    rotary; raises TypeError/ValueError naming the field."""
+    if rotary is None:
+        return None, None, None, 0
+    if not isinstance(rotary, Rotary):
+        raise TypeError(f"block_attention: rotary must be a blockattn.Rotary or None, got {type(rotary).__name__}")
+    cos, sin, seq_start = rotary.cos, rotary.sin, rotary.seq_start
+    for name, t in (("cos", cos), ("sin", sin)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"block_attention: rotary.{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in _TABLE_CODES:
+            raise TypeError(f"block_attention: rotary.{name} must be float32, bfloat16 or float16, got {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"block_attention: rotary.{name} must be on q's device {q.device}, got {t.device}")
+        if t.dim() != 2:
+            raise ValueError(f"block_attention: rotary.{name} must be 2-D [positions, rotary_dim / 2], got {tuple(t.shape)}")
+    if sin.shape != cos.shape or sin.dtype != cos.dtype:
+        raise ValueError(
+            f"block_attention: rotary.sin must match rotary.cos ({tuple(cos.shape)}, {cos.dtype}), "
+            f"got {tuple(sin.shape)}, {sin.dtype}"
+        )
+    rotary_dim = 2 * cos.shape[1]
+    if rotary_dim == 0 or rotary_dim > q.shape[2]:
+        raise ValueError(f"block_attention: rotary dim 2 * cos.shape[1] = {rotary_dim} must be in [2, head_dim {q.shape[2]}]")
+    if not rotary.interleaved and rotary_dim % 16 != 0:
+        raise ValueError(f"block_attention: half-split rotary needs a rotary dim multiple of 16, got {rotary_dim}")
+    if rotary.positions not in ("sequence", "token"):
+        raise ValueError(f'block_attention: rotary.positions must be "sequence" or "token", got {rotary.positions!r}')
+    if seq_start is not None:
+        if rotary.positions != "sequence":
+            raise ValueError('block_attention: rotary.seq_start needs positions="sequence"')
+        if not isinstance(seq_start, Tensor) or seq_start.dtype != torch.int32:
+            raise TypeError("block_attention: rotary.seq_start must be an int32 tensor")
+        if seq_start.device != q.device or seq_start.shape != (offsets.shape[0] - 1,):
+            raise ValueError(
+                f"block_attention: rotary.seq_start must be [B] = [{offsets.shape[0] - 1}] on {q.device}, "
+                f"got {tuple(seq_start.shape)} on {seq_start.device}"
+            )
+        seq_start = seq_start.contiguous()
+    # Rows may have any stride; elements must be contiguous.
+    cos = cos if cos.stride(1) == 1 or cos.shape[1] == 1 else cos.contiguous()
+    sin = sin if sin.stride(1) == 1 or sin.shape[1] == 1 else sin.contiguous()
+    flags = (
+        (_ROT_INTERLEAVED if rotary.interleaved else 0)
+        | (_ROT_TOKEN_POSITIONS if rotary.positions == "token" else 0)
+        | (_ROT_ROTATE_V if rotary.rotate_v else 0)
+    )
+    return cos, sin, seq_start, flags
+
+
+def _rotary_fields(rot):
+    """blockattn_args' rotary_* values for the ops' (cos, sin, seq_start, flags), or None."""
+    if rot is None or rot[0] is None:
+        return None
+    cos, sin, seq_start, flags = rot
+    return (
+        2 * cos.shape[1],
+        _lib.ROTARY_INTERLEAVED if flags & _ROT_INTERLEAVED else _lib.ROTARY_HALF_SPLIT,
+        _lib.ROTARY_TOKEN_ROW if flags & _ROT_TOKEN_POSITIONS else _lib.ROTARY_IN_SEQUENCE,
+        1 if flags & _ROT_ROTATE_V else 0,
+        _TABLE_CODES[cos.dtype],
+        cos.data_ptr(),
+        sin.data_ptr(),
+        cos.stride(0),
+        sin.stride(0),
+        cos.shape[0],
+        seq_start.data_ptr() if seq_start is not None else 0,
+    )
+
+
 def _resolve_scale(scale, head_dim: int) -> float:
     if scale is None:
         return 1.0 / math.sqrt(head_dim)
@@ -167,23 +273,25 @@ def _resolve_scale(scale, head_dim: int) -> float:
 # --------------------------------------------------------------------------- #
 
 
-def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float, keep_schedule: bool = False):
-    """out; with keep_schedule, (out, workspace holding the block schedule) for a backward to reuse."""
+def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float, rot=None, keep_schedule=False):
+    """out; with keep_schedule, (out, workspace holding the block schedule) for
+    a backward to reuse. `rot` is (cos, sin, seq_start, flags) or None."""
     out, workspace = q.new_empty(q.shape), None
     if q.shape[0] != 0:
         q, k, v = _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
-        workspace = _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out, None, None, None, None))
+        workspace = _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out, None, None, None, None),
+                            rotary=_rotary_fields(rot))  # fmt: skip
     return (out, workspace) if keep_schedule else out
 
 
-def _run_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float, schedule=None):
+def _run_backward(dout, q, k, v, offsets, scale: float, rot=None, schedule=None):
     """dq, dk, dv; `schedule` is the forward's workspace when it may be reused."""
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     if q.shape[0] == 0:
         return dq, dk, dv
     dout, q, k, v = _kernel_operand(dout), _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
     tensors = (q, k, v, None, dout, dq, dk, dv)
-    _launch(_lib.backward, "backward", q, k, offsets, scale, tensors, workspace=schedule)
+    _launch(_lib.backward, "backward", q, k, offsets, scale, tensors, workspace=schedule, rotary=_rotary_fields(rot))
     return dq, dk, dv
 
 
@@ -194,52 +302,61 @@ class _BlockAttention(torch.autograd.Function):
     the kernels check on the device that it matches)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, offsets, scale):
-        out, ctx.schedule = _run_forward(q, k, v, offsets, scale, keep_schedule=True)
-        ctx.save_for_backward(q, k, v, offsets)
-        ctx.scale = scale
+    def forward(ctx, q, k, v, offsets, scale, cos, sin, seq_start, flags):
+        rot = (cos, sin, seq_start, flags)
+        out, ctx.schedule = _run_forward(q, k, v, offsets, scale, rot, keep_schedule=True)
+        ctx.save_for_backward(q, k, v, offsets, cos, sin, seq_start)
+        ctx.scale, ctx.flags = scale, flags
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, offsets = ctx.saved_tensors
-        grads = _run_backward(dout, q, k, v, offsets, ctx.scale, schedule=ctx.schedule)
-        return (*grads, None, None)
+        q, k, v, offsets, cos, sin, seq_start = ctx.saved_tensors
+        rot = (cos, sin, seq_start, ctx.flags)
+        grads = _run_backward(dout, q, k, v, offsets, ctx.scale, rot, schedule=ctx.schedule)
+        return (*grads, None, None, None, None, None, None)
 
 
+# The ops' trailing (cos, sin, seq_start, rotary_flags) describe rotary
+# (None, None, None, 0 without it); see _check_rotary.
 @torch.library.custom_op("blockattn::block_attention_fwd", mutates_args=(), device_types="cuda")
-def block_attention_fwd(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float) -> Tensor:
-    return _run_forward(q, k, v, offsets, scale)
+def block_attention_fwd(
+    q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float,
+    cos: Tensor | None = None, sin: Tensor | None = None, seq_start: Tensor | None = None, rotary_flags: int = 0,
+) -> Tensor:  # fmt: skip
+    return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, rotary_flags))
 
 
 @block_attention_fwd.register_fake
-def _block_attention_fwd_fake(q, k, v, offsets, scale):
+def _block_attention_fwd_fake(q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0):
     return q.new_empty(q.shape)
 
 
 @torch.library.custom_op("blockattn::block_attention_bwd", mutates_args=(), device_types="cuda")
 def block_attention_bwd(
-    dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    return _run_backward(dout, q, k, v, offsets, scale)
+    dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float,
+    cos: Tensor | None = None, sin: Tensor | None = None, seq_start: Tensor | None = None, rotary_flags: int = 0,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    return _run_backward(dout, q, k, v, offsets, scale, (cos, sin, seq_start, rotary_flags))
 
 
 @block_attention_bwd.register_fake
-def _block_attention_bwd_fake(dout, q, k, v, offsets, scale):
+def _block_attention_bwd_fake(dout, q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, offsets, scale = inputs
+    q, k, v, offsets, scale, cos, sin, seq_start, flags = inputs
     # The backward recomputes the probabilities, so the output is not saved.
-    ctx.save_for_backward(q, k, v, offsets)
-    ctx.scale = scale
+    ctx.save_for_backward(q, k, v, offsets, cos, sin, seq_start)
+    ctx.scale, ctx.flags = scale, flags
 
 
 def _op_backward(ctx, dout):
-    q, k, v, offsets = ctx.saved_tensors
-    dq, dk, dv = torch.ops.blockattn.block_attention_bwd(dout, q, k, v, offsets, ctx.scale)
-    return dq, dk, dv, None, None
+    q, k, v, offsets, cos, sin, seq_start = ctx.saved_tensors
+    dq, dk, dv = torch.ops.blockattn.block_attention_bwd(dout, q, k, v, offsets, ctx.scale, cos, sin, seq_start,
+                                                         ctx.flags)  # fmt: skip
+    return dq, dk, dv, None, None, None, None, None, None
 
 
 block_attention_fwd.register_autograd(_op_backward, setup_context=_setup_context)
@@ -269,7 +386,8 @@ def _kernel_operand(t: Tensor) -> Tensor:
     return t if in_place else t.clone(memory_format=torch.contiguous_format)
 
 
-def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors, workspace=None):
+def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors, workspace=None,
+            rotary=None):  # fmt: skip
     """Runs a C entry point on q's device and that device's current stream;
     returns the workspace, which holds the call's block schedule.
 
@@ -282,7 +400,7 @@ def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: floa
     device = q.get_device()
     if device != torch._C._cuda_getDevice():
         with torch.cuda.device(device):
-            return _launch(entry, what, q, k, offsets, scale, tensors, workspace)
+            return _launch(entry, what, q, k, offsets, scale, tensors, workspace, rotary)
     num_seqs = offsets.shape[0] - 1
     reuse = workspace is not None
     if not reuse:
@@ -290,16 +408,17 @@ def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: floa
         # cheap, stream-ordered, and drawn from the graph pool under capture.
         workspace = torch.empty(_lib.workspace_size(num_seqs, q.shape[0]), dtype=torch.uint8, device=q.device)
     args = _pack_args(q, k, offsets, scale, tensors, workspace.data_ptr(), workspace.numel(),
-                      torch._C._cuda_getCurrentRawStream(device), reuse)  # fmt: skip
+                      torch._C._cuda_getCurrentRawStream(device), reuse, rotary)  # fmt: skip
     _raise_on_failure(entry(args), f"blockattn {what}")
     return workspace
 
 
-def _pack_args(q, k, offsets, scale, tensors, workspace_ptr=0, workspace_bytes=0, stream=0, reuse=False):
+def _pack_args(q, k, offsets, scale, tensors, workspace_ptr=0, workspace_bytes=0, stream=0, reuse=False, rotary=None):
     """This thread's blockattn_args for q's problem (offsets contiguous)."""
     return _lib.pack_args(
         offsets.shape[0] - 1, q.shape[0], q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], BLOCK_SIZE,
         scale, _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, workspace_ptr, workspace_bytes, stream, int(reuse),
+        rotary,
     )  # fmt: skip
 
 

@@ -85,3 +85,35 @@ def _checked_lengths(offsets: Tensor, total: int) -> Tensor:
             f"got {host.tolist()}"
         )
     return host.diff()
+
+
+def rotary_reference(x: Tensor, offsets: Tensor, rotary, *, compute_dtype: torch.dtype | None = None) -> Tensor:
+    """x [T, H, D] rotated as block_attention(..., rotary=rotary) rotates it
+    (blockattn.Rotary's semantics), in eager PyTorch and differentiable (its
+    autograd is the transpose rotation). Reads offsets on the host. With
+    compute_dtype the math runs in that dtype, else in x's (a user's eager
+    rotary); the result has x's dtype, or float64 for float64."""
+    dtype = compute_dtype or x.dtype
+    total, _, _ = x.shape
+    lengths = _checked_lengths(offsets, total).tolist()
+    if rotary.positions == "token":
+        pos = torch.arange(total, dtype=torch.int64)
+    else:
+        starts = rotary.seq_start.cpu().long().tolist() if rotary.seq_start is not None else [0] * len(lengths)
+        pos = torch.cat([torch.arange(n, dtype=torch.int64) + s for n, s in zip(lengths, starts)] or
+                        [torch.zeros(0, dtype=torch.int64)])  # fmt: skip
+    pos = pos.to(x.device)
+    inside = (pos >= 0) & (pos < rotary.cos.shape[0])
+    row = torch.where(inside, pos, 0)
+    cos = torch.where(inside[:, None], rotary.cos[row].to(dtype), 1.0)[:, None, :]  # [T, 1, r/2]
+    sin = torch.where(inside[:, None], rotary.sin[row].to(dtype), 0.0)[:, None, :]
+    half = rotary.cos.shape[1]
+    xr = x.to(dtype)
+    if rotary.interleaved:
+        a, b, rest = xr[..., 0 : 2 * half : 2], xr[..., 1 : 2 * half : 2], xr[..., 2 * half :]
+        ya, yb = a * cos - b * sin, b * cos + a * sin
+        out = torch.cat([torch.stack([ya, yb], dim=-1).flatten(-2), rest], dim=-1)
+    else:
+        a, b, rest = xr[..., :half], xr[..., half : 2 * half], xr[..., 2 * half :]
+        out = torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
+    return out if dtype == torch.float64 else out.to(x.dtype)

@@ -21,6 +21,7 @@ struct RotaryParams {
   bool half_split;   // pairs (j, j + half), else (2j, 2j + 1)
   bool in_sequence;  // position = index in its sequence (+ seq_start), else the token's row
   bool rotate_v;
+  bool vector_loads;  // both tables' bases and row strides are 16-byte aligned
 };
 
 struct AttentionParams {
@@ -31,6 +32,11 @@ struct AttentionParams {
   schedule::Schedule schedule;
   RotaryParams rotary;
 };
+
+inline bool rows_16_byte_aligned(const void* table, int64_t row_stride, TableType type) {
+  const int64_t elem = type == TableType::kFloat32 ? 4 : 2;
+  return reinterpret_cast<uintptr_t>(table) % 16 == 0 && (row_stride * elem) % 16 == 0;
+}
 
 inline RotaryParams rotary_params(const Rotary& r) {
   return {r.cos,
@@ -43,7 +49,9 @@ inline RotaryParams rotary_params(const Rotary& r) {
           r.table_type,
           r.pairs == RotaryPairs::kHalfSplit,
           r.positions == RotaryPositions::kInSequence,
-          r.rotate_v};
+          r.rotate_v,
+          rows_16_byte_aligned(r.cos, r.cos_row_stride, r.table_type) &&
+              rows_16_byte_aligned(r.sin, r.sin_row_stride, r.table_type)};
 }
 
 inline AttentionParams attention_params(const core::Problem& p, const schedule::Schedule& s) {

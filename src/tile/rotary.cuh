@@ -53,6 +53,58 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
 }
 
+// One element type's view of the cos and sin tables.
+template <typename Table>
+struct TableView {
+  const Table* cos;
+  const Table* sin;
+  int64_t cos_row_stride, sin_row_stride;
+
+  __device__ __forceinline__ float cos_at(int64_t pos, int pair) const {
+    return to_float(cos[pos * cos_row_stride + pair]);
+  }
+  __device__ __forceinline__ float sin_at(int64_t pos, int pair) const {
+    return to_float(sin[pos * sin_row_stride + pair]);
+  }
+  __device__ __forceinline__ static float to_float(float x) { return x; }
+  __device__ __forceinline__ static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+  __device__ __forceinline__ static float to_float(__half x) { return __half2float(x); }
+
+  // Pairs [pair, pair + kN) of row `pos`, with 16-byte loads when the tables
+  // allow them (`vectors`: bases and row strides 16-byte aligned, checked on
+  // the host), else element by element: a warp's scalar loads of 8 pairs per
+  // lane would touch 8x the sectors they use.
+  template <int kN>
+  __device__ __forceinline__ void load_pairs(int64_t pos, int pair, bool vectors, float (&c)[kN],
+                                             float (&s)[kN]) const {
+    constexpr int kPerVector = 16 / sizeof(Table);
+    if (vectors && kN % kPerVector == 0) {
+#pragma unroll
+      for (int v = 0; v < kN / kPerVector; ++v) {
+        unpack_vector(*reinterpret_cast<const uint4*>(cos + pos * cos_row_stride + pair + v * kPerVector), c,
+                      v * kPerVector);
+        unpack_vector(*reinterpret_cast<const uint4*>(sin + pos * sin_row_stride + pair + v * kPerVector), s,
+                      v * kPerVector);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kN; ++e) {
+        c[e] = cos_at(pos, pair + e);
+        s[e] = sin_at(pos, pair + e);
+      }
+    }
+  }
+
+ private:
+  template <int kN>
+  __device__ __forceinline__ static void unpack_vector(const uint4& u, float (&x)[kN], int at) {
+    const Table* t = reinterpret_cast<const Table*>(&u);
+#pragma unroll
+    for (int i = 0; i < 16 / static_cast<int>(sizeof(Table)); ++i)
+      x[at + i] = to_float(t[i]);
+  }
+};
+
 class RotaryHooks {
  public:
   static constexpr bool kModifiesOperands = true;
@@ -60,42 +112,61 @@ class RotaryHooks {
 
   __device__ explicit RotaryHooks(const AttentionParams& p) : p_(p) {}
 
+  // Every thread takes the jobs tid, tid + kThreads, ... of a fixed count (a
+  // job is a row's 16-byte unit of rotated channels: half-split units pair
+  // with the unit r/2 columns on, interleaved units hold 4 pairs). Two jobs
+  // per iteration keep two jobs' table loads in flight without running the
+  // consumers (168 registers at compile time) into spills.
   template <typename Layout, int kRows, int D, int kThreads, typename T>
   __device__ __forceinline__ void prologue(const TileCoords& t, int tid, T* q, T* k, T* v) const {
     const RotaryParams& r = p_.rotary;
     T* const tiles[3] = {q, k, r.rotate_v ? v : nullptr};
     const int64_t first = first_position(t);
-    const int valid = t.block.row_count;
-    // One job per (row, 16-byte unit of the rotated channels): half-split
-    // units pair with the unit r/2 columns on; interleaved units hold 4 pairs.
-    const int units = r.half_split ? r.half / 8 : (2 * r.half + 7) / 8;
-    for (int job = tid; job < valid * units; job += kThreads) {
-      const int row = job / units, col = (job - row * units) * 8;
-      const int64_t pos = first + row;
-      if (!in_table(pos)) continue;
+    const int valid = t.block.row_count, half = r.half;
+    with_table([&](const auto& table) {
       if (r.half_split) {
-        float c[8], s[8];
+        constexpr int kUnits = D / 16;  // most units per row: r/2 <= D/2 columns
+        const int units = half / 8;
+        constexpr int kJobs = (kRows * kUnits + kThreads - 1) / kThreads;
+#pragma unroll 2
+        for (int i = 0; i < kJobs; ++i) {
+          const int job = tid + i * kThreads, row = job / kUnits, unit = job % kUnits;
+          const int64_t pos = first + row;
+          if (row >= valid || unit >= units || !in_table(pos)) continue;
+          const int col = unit * 8;
+          float c[8], s[8];
+          table.load_pairs(pos, col, r.vector_loads, c, s);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          c[i] = cos_at(pos, col + i);
-          s[i] = sin_at(pos, col + i);
+          for (T* tile : tiles)
+            if (tile != nullptr) rotate_half_units<Layout>(tile, row, col, half, c, s);
         }
-#pragma unroll
-        for (T* tile : tiles)
-          if (tile != nullptr) rotate_half_units<Layout>(tile, row, col, r.half, c, s);
       } else {
-        float c[4], s[4];
+        constexpr int kUnits = D / 8;
+        const int units = (2 * half + 7) / 8;
+        constexpr int kJobs = (kRows * kUnits + kThreads - 1) / kThreads;
+#pragma unroll 2
+        for (int i = 0; i < kJobs; ++i) {
+          const int job = tid + i * kThreads, row = job / kUnits, unit = job % kUnits;
+          const int64_t pos = first + row;
+          if (row >= valid || unit >= units || !in_table(pos)) continue;
+          const int col = unit * 8;
+          float c[4], s[4];
+          if (col / 2 + 4 <= half) {
+            table.load_pairs(pos, col / 2, r.vector_loads, c, s);
+          } else {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {  // pairs past r/2 pass through (angle 0)
-          const int j = col / 2 + i;
-          c[i] = j < r.half ? cos_at(pos, j) : 1.f;
-          s[i] = j < r.half ? sin_at(pos, j) : 0.f;
+            for (int e = 0; e < 4; ++e) {  // pairs past r/2 pass through (angle 0)
+              const int pair = col / 2 + e;
+              c[e] = pair < half ? table.cos_at(pos, pair) : 1.f;
+              s[e] = pair < half ? table.sin_at(pos, pair) : 0.f;
+            }
+          }
+#pragma unroll
+          for (T* tile : tiles)
+            if (tile != nullptr) rotate_interleaved_unit<Layout>(tile, row, col, c, s);
         }
-#pragma unroll
-        for (T* tile : tiles)
-          if (tile != nullptr) rotate_interleaved_unit<Layout>(tile, row, col, c, s);
       }
-    }
+    });
   }
 
   // Transpose rotation of a gradient's whole rows (col0 == 0, kN == D); the
@@ -106,34 +177,57 @@ class RotaryHooks {
     const RotaryParams& r = p_.rotary;
     if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
     const int64_t first = first_position(t);
+    with_table([&](const auto& table) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // the thread's rows lane/4 and lane/4 + 8
-      const int row = rows_begin + lane / 4 + 8 * h;
-      const int64_t pos = first + row;
-      if (row >= t.block.row_count || !in_table(pos)) continue;
-      if (r.half_split) {
-        with_static_shift<kN / 16>(r.half / 8, [&](auto shift) {
+      for (int h = 0; h < 2; ++h) {  // the thread's rows lane/4 and lane/4 + 8
+        const int row = rows_begin + lane / 4 + 8 * h;
+        const int64_t pos = first + row;
+        if (row >= t.block.row_count || !in_table(pos)) continue;
+        if (r.half_split) {
+          with_static_shift<kN / 16>(r.half / 8, [&](auto shift) {
 #pragma unroll
-          for (int j = 0; j < kN / 8 - shift; ++j)
-            if (j < shift)
+            for (int j = 0; j < shift; ++j)
 #pragma unroll
               for (int e = 0; e < 2; ++e) {
                 const int pair = fragment_col(j, e, lane);
-                rotate_back(acc.c[j][2 * h + e], acc.c[j + shift][2 * h + e], cos_at(pos, pair), sin_at(pos, pair));
+                rotate_back(acc.c[j][2 * h + e], acc.c[j + shift][2 * h + e], table.cos_at(pos, pair),
+                            table.sin_at(pos, pair));
               }
-        });
-      } else {
+          });
+        } else {
 #pragma unroll
-        for (int j = 0; j < kN / 8; ++j) {
-          const int pair = fragment_col(j, 0, lane) / 2;
-          if (pair < r.half) rotate_back(acc.c[j][2 * h], acc.c[j][2 * h + 1], cos_at(pos, pair), sin_at(pos, pair));
+          for (int j = 0; j < kN / 8; ++j) {
+            const int pair = fragment_col(j, 0, lane) / 2;
+            if (pair < r.half)
+              rotate_back(acc.c[j][2 * h], acc.c[j][2 * h + 1], table.cos_at(pos, pair), table.sin_at(pos, pair));
+          }
         }
       }
-    }
+    });
   }
 
  private:
   const AttentionParams& p_;
+
+  // Runs f(TableView<element type>): the type is resolved once per call, so
+  // the loops inside are straight-line loads.
+  template <typename F>
+  __device__ __forceinline__ void with_table(F&& f) const {
+    const RotaryParams& r = p_.rotary;
+    switch (r.table_type) {
+      case TableType::kBF16:
+        f(TableView<__nv_bfloat16>{static_cast<const __nv_bfloat16*>(r.cos), static_cast<const __nv_bfloat16*>(r.sin),
+                                   r.cos_row_stride, r.sin_row_stride});
+        break;
+      case TableType::kFP16:
+        f(TableView<__half>{static_cast<const __half*>(r.cos), static_cast<const __half*>(r.sin), r.cos_row_stride,
+                            r.sin_row_stride});
+        break;
+      default:
+        f(TableView<float>{static_cast<const float*>(r.cos), static_cast<const float*>(r.sin), r.cos_row_stride,
+                           r.sin_row_stride});
+    }
+  }
 
   // Table row of the tile's first token (later rows follow it one by one).
   __device__ __forceinline__ int64_t first_position(const TileCoords& t) const {
@@ -146,24 +240,7 @@ class RotaryHooks {
     return pos >= 0 && pos < p_.rotary.num_positions;
   }
 
-  __device__ __forceinline__ float table_at(const void* table, int64_t index) const {
-    switch (p_.rotary.table_type) {
-      case TableType::kBF16:
-        return __bfloat162float(static_cast<const __nv_bfloat16*>(table)[index]);
-      case TableType::kFP16:
-        return __half2float(static_cast<const __half*>(table)[index]);
-      default:
-        return static_cast<const float*>(table)[index];
-    }
-  }
-  __device__ __forceinline__ float cos_at(int64_t pos, int pair) const {
-    return table_at(p_.rotary.cos, pos * p_.rotary.cos_row_stride + pair);
-  }
-  __device__ __forceinline__ float sin_at(int64_t pos, int pair) const {
-    return table_at(p_.rotary.sin, pos * p_.rotary.sin_row_stride + pair);
-  }
-
-  // y = R^T x for one pair.
+  // x <- R^T x for one pair.
   __device__ __forceinline__ static void rotate_back(float& a, float& b, float c, float s) {
     const float xa = a, xb = b;
     a = xa * c + xb * s;
