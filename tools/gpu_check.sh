@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-"build sass test sanitize bench python"}
 OUT=${OUT:-gpu_out}
-BENCH_ARGS=${BENCH_ARGS:-"--workloads headline-d128,headline-d64,sweep-d128-L256-f0.5,sweep-d64-L256-f0.5"}
+BENCH_ARGS=${BENCH_ARGS:-"--workloads headline-d128,headline-d64,sweep-d128-L256-f0.5,sweep-d64-L256-f0.5 --rotary"}
 mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH
 summary=()
@@ -55,7 +55,7 @@ if want sanitize; then
   # cases), the grouped-query and malformed-offsets cases and the schedule
   # kernel under the four compute-sanitizer tools (exact-size allocations:
   # memcheck reports any access past a tensor).
-  filter='*Malformed*:ScheduleKernel*:ReuseSchedule*:*KernelTest*_hq4_hkv4_packed_valid'
+  filter='*Malformed*:ScheduleKernel*:ReuseSchedule*:*KernelTest*_hq4_hkv4_packed_valid:*KernelTest*_rope*'
   for tool in memcheck racecheck synccheck initcheck; do
     compute-sanitizer --tool $tool --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
     note $tool "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/$tool.log" | tail -1)"
