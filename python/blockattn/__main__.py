@@ -42,8 +42,9 @@ def main() -> int:
     print(f"kernel table ({len(configs)} kernels; block size {ops.BLOCK_SIZE} by default):")
     for c in configs:
         mode = "auto" if c["automatic"] else "manual"
+        fusion = "rotary" if c["rotary"] else "plain"
         print(f"  {c['backend']:9s} {c['operation']:9s} {c['dtype']}  D={c['head_dim']:<4d} "
-              f"block={c['block_size']:<4d} {mode}")
+              f"block={c['block_size']:<4d} {fusion:6s} {mode}")
     if not torch.cuda.is_available():
         print("no CUDA device visible to torch: which path each call takes is not queried")
         return 0
