@@ -112,50 +112,30 @@ class RotaryHooks {
 
   __device__ explicit RotaryHooks(const AttentionParams& p) : p_(p) {}
 
-  // Every thread takes the jobs tid, tid + kThreads, ... of a fixed count (a
-  // job is a row's 16-byte unit of rotated channels: half-split units pair
-  // with the unit r/2 columns on, interleaved units hold 4 pairs). Two jobs
-  // per iteration keep two jobs' table loads in flight without running the
-  // consumers (168 registers at compile time) into spills.
   template <typename Layout, int kRows, int D, int kThreads, typename T>
   __device__ __forceinline__ void prologue(const TileCoords& t, int tid, T* q, T* k, T* v) const {
     const RotaryParams& r = p_.rotary;
     T* const tiles[3] = {q, k, r.rotate_v ? v : nullptr};
-    const int64_t first = first_position(t);
-    const int valid = t.block.row_count, half = r.half;
+    const int half = r.half;
     with_table([&](const auto& table) {
       if (r.half_split) {
-        constexpr int kUnits = D / 16;  // most units per row: r/2 <= D/2 columns
-        const int units = half / 8;
-        constexpr int kJobs = (kRows * kUnits + kThreads - 1) / kThreads;
-#pragma unroll 2
-        for (int i = 0; i < kJobs; ++i) {
-          const int job = tid + i * kThreads, row = job / kUnits, unit = job % kUnits;
-          const int64_t pos = first + row;
-          if (row >= valid || unit >= units || !in_table(pos)) continue;
-          const int col = unit * 8;
+        // Units of r/2 <= D/2 columns, each paired with the unit r/2 on.
+        for_each_unit<kRows, D / 16, kThreads>(t, tid, half / 8, [&](int row, int col, int64_t pos) {
           float c[8], s[8];
           table.load_pairs(pos, col, r.vector_loads, c, s);
 #pragma unroll
           for (T* tile : tiles)
             if (tile != nullptr) rotate_half_units<Layout>(tile, row, col, half, c, s);
-        }
+        });
       } else {
-        constexpr int kUnits = D / 8;
-        const int units = (2 * half + 7) / 8;
-        constexpr int kJobs = (kRows * kUnits + kThreads - 1) / kThreads;
-#pragma unroll 2
-        for (int i = 0; i < kJobs; ++i) {
-          const int job = tid + i * kThreads, row = job / kUnits, unit = job % kUnits;
-          const int64_t pos = first + row;
-          if (row >= valid || unit >= units || !in_table(pos)) continue;
-          const int col = unit * 8;
+        // Units of 4 pairs; the last may hold pairs past r/2 (angle 0).
+        for_each_unit<kRows, D / 8, kThreads>(t, tid, (2 * half + 7) / 8, [&](int row, int col, int64_t pos) {
           float c[4], s[4];
           if (col / 2 + 4 <= half) {
             table.load_pairs(pos, col / 2, r.vector_loads, c, s);
           } else {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {  // pairs past r/2 pass through (angle 0)
+            for (int e = 0; e < 4; ++e) {
               const int pair = col / 2 + e;
               c[e] = pair < half ? table.cos_at(pos, pair) : 1.f;
               s[e] = pair < half ? table.sin_at(pos, pair) : 0.f;
@@ -164,7 +144,7 @@ class RotaryHooks {
 #pragma unroll
           for (T* tile : tiles)
             if (tile != nullptr) rotate_interleaved_unit<Layout>(tile, row, col, c, s);
-        }
+        });
       }
     });
   }
@@ -208,6 +188,23 @@ class RotaryHooks {
 
  private:
   const AttentionParams& p_;
+
+  // Runs f(row, col, pos) for the tile's 16-byte units (row < the block's
+  // rows, unit < `units` of at most kUnits per row, position inside the
+  // table): every thread takes units tid, tid + kThreads, ... of a fixed
+  // count. Two per iteration keep two units' table loads in flight without
+  // running the consumers (168 registers at compile time) into spills.
+  template <int kRows, int kUnits, int kThreads, typename F>
+  __device__ __forceinline__ void for_each_unit(const TileCoords& t, int tid, int units, F&& f) const {
+    const int64_t first = first_position(t);
+    constexpr int kJobs = (kRows * kUnits + kThreads - 1) / kThreads;
+#pragma unroll 2
+    for (int i = 0; i < kJobs; ++i) {
+      const int job = tid + i * kThreads, row = job / kUnits, unit = job % kUnits;
+      const int64_t pos = first + row;
+      if (row < t.block.row_count && unit < units && in_table(pos)) f(row, unit * 8, pos);
+    }
+  }
 
   // Runs f(TableView<element type>): the type is resolved once per call, so
   // the loops inside are straight-line loads.

@@ -256,6 +256,77 @@ double tolerance(DType dtype) {
   return dtype == DType::kBF16 ? 1e-2 : 2e-3;
 }
 
+// A case's rotary tables of random values in [-1, 1), on the device (rounded
+// to the table type) and, with exactly those values, for the reference; the
+// table ends before the longest position so some positions fall outside it.
+struct DeviceRotary {
+  reference::RotaryTables tables;
+  Rotary rotary;
+  std::unique_ptr<DeviceBuffer<unsigned char>> table_bytes;
+  std::unique_ptr<DeviceBuffer<int32_t>> starts;
+
+  DeviceRotary(const RotaryCase& rc, DType dtype, const std::vector<int32_t>& lengths, int64_t tokens,
+               int64_t num_seqs, std::mt19937_64& rng) {
+    tables.rotary_dim = rc.dim;
+    tables.half_split = rc.pairs == RotaryPairs::kHalfSplit;
+    tables.in_sequence = rc.positions == RotaryPositions::kInSequence;
+    const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+    const int64_t P = tables.num_positions =
+        std::max<int64_t>(1, tables.in_sequence ? longest * 3 / 4 + 50 : tokens - 40);
+    const int64_t half = rc.dim / 2;
+    // Separate [P, half] tables cos then sin, or one [P, 2 half + 8] table
+    // [sin | cos | pad] read as two strided views.
+    const int64_t stride = rc.strided ? 2 * half + 8 : half;
+    const int64_t cos_at = rc.strided ? half : 0, sin_at = rc.strided ? 0 : P * half;
+    const TableType type =
+        rc.table_fp32 ? TableType::kFloat32 : (dtype == DType::kBF16 ? TableType::kBF16 : TableType::kFP16);
+    const size_t elem = type == TableType::kFloat32 ? 4 : 2;
+    std::vector<unsigned char> bytes(static_cast<size_t>(rc.strided ? P * stride : 2 * P * half) * elem);
+    // Stores x rounded to the table type; returns the stored value.
+    auto store = [&](int64_t at, double x) {
+      unsigned char* dst = &bytes[static_cast<size_t>(at) * elem];
+      if (type == TableType::kFloat32) {
+        const float f = static_cast<float>(x);
+        std::memcpy(dst, &f, 4);
+        return double{f};
+      }
+      if (type == TableType::kBF16) {
+        const __nv_bfloat16 h = from_double<__nv_bfloat16>(x);
+        std::memcpy(dst, &h, 2);
+        return to_double(h);
+      }
+      const __half h = from_double<__half>(x);
+      std::memcpy(dst, &h, 2);
+      return to_double(h);
+    };
+    std::uniform_real_distribution<double> value(-1.0, 1.0);
+    for (int64_t pos = 0; pos < P; ++pos)
+      for (int64_t j = 0; j < half; ++j) {
+        tables.cos.push_back(store(cos_at + pos * stride + j, value(rng)));
+        tables.sin.push_back(store(sin_at + pos * stride + j, value(rng)));
+      }
+    table_bytes = std::make_unique<DeviceBuffer<unsigned char>>(bytes.size());
+    table_bytes->upload(bytes);
+    if (rc.seq_starts) {
+      std::uniform_int_distribution<int32_t> start(-30, 200);
+      for (int64_t b = 0; b < num_seqs; ++b)
+        tables.seq_start.push_back(start(rng));
+      starts = std::make_unique<DeviceBuffer<int32_t>>(tables.seq_start.size());
+      starts->upload(tables.seq_start);
+    }
+    rotary.rotary_dim = rc.dim;
+    rotary.pairs = rc.pairs;
+    rotary.positions = rc.positions;
+    rotary.rotate_v = rc.rotate_v;
+    rotary.cos = table_bytes->get() + cos_at * elem;
+    rotary.sin = table_bytes->get() + sin_at * elem;
+    rotary.cos_row_stride = rotary.sin_row_stride = stride;
+    rotary.num_positions = P;
+    rotary.table_type = type;
+    rotary.seq_start = rc.seq_starts ? starts->get() : nullptr;
+  }
+};
+
 // Forward and backward of one configuration on the given sequence lengths, on
 // every path this GPU has, against the fp64 reference.
 template <typename T>
@@ -286,71 +357,16 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
 
   const Shape shape{num_seqs, tokens, c.hq, c.hkv, c.head_dim, c.dtype};
 
-  // Rotary: device tables, the call's description and the reference's
-  // rotated inputs (the kernels must equal rotate -> attend -> rotate back).
-  const RotaryCase& rc = c.rotary;
-  reference::RotaryTables tables;
-  Rotary rotary;
-  std::unique_ptr<DeviceBuffer<int32_t>> d_starts;
-  std::unique_ptr<DeviceBuffer<unsigned char>> d_tables;
+  // Rotary: the kernels must equal rotate -> attend -> rotate back.
   std::vector<double> qr = q.dense, kr = k.dense, vr = v.dense;
-  if (rc.dim != 0) {
-    tables.rotary_dim = rc.dim;
-    tables.half_split = rc.pairs == RotaryPairs::kHalfSplit;
-    tables.in_sequence = rc.positions == RotaryPositions::kInSequence;
-    const int half = rc.dim / 2;
-    const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
-    tables.num_positions = tables.in_sequence ? std::max<int64_t>(1, longest * 3 / 4 + 50) : std::max<int64_t>(1, tokens - 40);
-    if (rc.seq_starts) {
-      std::uniform_int_distribution<int32_t> start(-30, 200);
-      for (int64_t b = 0; b < num_seqs; ++b)
-        tables.seq_start.push_back(start(rng));
-      d_starts = std::make_unique<DeviceBuffer<int32_t>>(tables.seq_start.size());
-      d_starts->upload(tables.seq_start);
-    }
-    // Row layout: [cos | sin] contiguous per table, or one [P, 2 * half + pad] table [sin | cos].
-    const int64_t row = rc.strided ? 2 * half + 8 : half;
-    const size_t elem = rc.table_fp32 ? 4 : 2;
-    const size_t cos_at0 = rc.strided ? half : 0, sin_at0 = rc.strided ? 0 : static_cast<size_t>(tables.num_positions * half);
-    const size_t table_elems = rc.strided ? static_cast<size_t>(tables.num_positions * row) : static_cast<size_t>(2 * tables.num_positions * half);
-    std::vector<unsigned char> bytes(table_elems * elem);
-    std::uniform_real_distribution<double> value(-1.0, 1.0);
-    tables.cos.resize(static_cast<size_t>(tables.num_positions * half));
-    tables.sin.resize(tables.cos.size());
-    auto put = [&](size_t at, double x) {  // x is already representable in the table type
-      if (rc.table_fp32) {
-        const float f = static_cast<float>(x);
-        std::memcpy(&bytes[at * 4], &f, 4);
-      } else {
-        const T t = from_double<T>(x);
-        std::memcpy(&bytes[at * 2], &t, 2);
-      }
-    };
-    auto rounded = [&](double x) { return rc.table_fp32 ? double(float(x)) : to_double(from_double<T>(x)); };
-    for (int64_t pos = 0; pos < tables.num_positions; ++pos)
-      for (int j = 0; j < half; ++j) {
-        const size_t i = static_cast<size_t>(pos * half + j);
-        tables.cos[i] = rounded(value(rng));
-        tables.sin[i] = rounded(value(rng));
-        const int64_t stride = rc.strided ? row : half;
-        put(cos_at0 + static_cast<size_t>(pos * stride + j), tables.cos[i]);
-        put(sin_at0 + static_cast<size_t>(pos * stride + j), tables.sin[i]);
-      }
-    d_tables = std::make_unique<DeviceBuffer<unsigned char>>(bytes.size());
-    d_tables->upload(bytes);
-    rotary.rotary_dim = rc.dim;
-    rotary.pairs = rc.pairs;
-    rotary.positions = rc.positions;
-    rotary.rotate_v = rc.rotate_v;
-    rotary.cos = d_tables->get() + cos_at0 * elem;
-    rotary.sin = d_tables->get() + sin_at0 * elem;
-    rotary.cos_row_stride = rotary.sin_row_stride = rc.strided ? row : half;
-    rotary.num_positions = tables.num_positions;
-    rotary.table_type = rc.table_fp32 ? TableType::kFloat32 : (c.dtype == DType::kBF16 ? TableType::kBF16 : TableType::kFP16);
-    rotary.seq_start = rc.seq_starts ? d_starts->get() : nullptr;
-    reference::rotate(ref, tables, c.hq, false, qr);
-    reference::rotate(ref, tables, c.hkv, false, kr);
-    if (rc.rotate_v) reference::rotate(ref, tables, c.hkv, false, vr);
+  std::unique_ptr<DeviceRotary> rotary_tables;
+  Rotary rotary;  // off unless the case has rotary
+  if (c.rotary.dim != 0) {
+    rotary_tables = std::make_unique<DeviceRotary>(c.rotary, c.dtype, lengths, tokens, num_seqs, rng);
+    rotary = rotary_tables->rotary;
+    reference::rotate(ref, rotary_tables->tables, c.hq, false, qr);
+    reference::rotate(ref, rotary_tables->tables, c.hkv, false, kr);
+    if (c.rotary.rotate_v) reference::rotate(ref, rotary_tables->tables, c.hkv, false, vr);
   }
 
   // Forward on every path this GPU has, twice each into poisoned outputs:
@@ -383,10 +399,10 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
   // Backward on every path, twice each.
   std::vector<double> rdq(q.dense.size()), rdk(k.dense.size()), rdv(v.dense.size());
   reference::backward(ref, qr, kr, vr, dout.dense, rdq, rdk, rdv);
-  if (rc.dim != 0) {  // gradients of the unrotated inputs
-    reference::rotate(ref, tables, c.hq, true, rdq);
-    reference::rotate(ref, tables, c.hkv, true, rdk);
-    if (rc.rotate_v) reference::rotate(ref, tables, c.hkv, true, rdv);
+  if (rotary_tables) {  // gradients of the unrotated inputs
+    reference::rotate(ref, rotary_tables->tables, c.hq, true, rdq);
+    reference::rotate(ref, rotary_tables->tables, c.hkv, true, rdk);
+    if (c.rotary.rotate_v) reference::rotate(ref, rotary_tables->tables, c.hkv, true, rdv);
   }
   for (Backend backend : device_backends(Operation::kBackward, c.dtype, c.head_dim)) {
     const char* path = backend == Backend::kHopper ? "hopper" : "portable";

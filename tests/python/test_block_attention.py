@@ -472,7 +472,7 @@ def rotated_attention_reference(q, k, v, offsets, rotary, compute_dtype=None):
     return block_attention_reference(qr, kr, vr, offsets, compute_dtype=compute_dtype)
 
 
-def make_rotary(offsets, rotary_dim, positions, table_dtype=torch.float32, strided=False, **kw):
+def make_rotary(rotary_dim, positions, table_dtype=torch.float32, strided=False, **kw):
     """Tables of random values, shorter than the longest sequence (so some
     positions fall outside: identity)."""
     num_pos = 1500
@@ -484,6 +484,20 @@ def make_rotary(offsets, rotary_dim, positions, table_dtype=torch.float32, strid
         cos = torch.rand(num_pos, half, device="cuda").mul(2).sub(1).to(table_dtype)
         sin = torch.rand(num_pos, half, device="cuda").mul(2).sub(1).to(table_dtype)
     return blockattn.Rotary(cos, sin, positions=positions, **kw)
+
+
+def assert_rotary_accurate(q, k, v, offsets, rotary, label):
+    """block_attention(..., rotary) forward and gradients within ERROR_RATIO of
+    eager PyTorch's error at the same precision, both against fp64."""
+    dout = torch.randn(q.shape, dtype=q.dtype, device="cuda")
+    ours = forward_backward(block_attention, q, k, v, offsets, dout, rotary=rotary)
+    eager = forward_backward(lambda *a: rotated_attention_reference(*a, rotary), q, k, v, offsets, dout)
+    exact = forward_backward(lambda *a: rotated_attention_reference(*a, rotary, torch.float64), q, k, v, offsets,
+                             dout.double())  # fmt: skip
+    for name, got, same_precision, want in zip(RESULT_NAMES, ours, eager, exact):
+        err, eager_err = rel_l2(got, want), rel_l2(same_precision, want)
+        print(f"{label} {name}: rel-L2 vs fp64: blockattn {err:.3e}, eager {q.dtype} {eager_err:.3e}")
+        assert math.isfinite(err) and err <= ERROR_RATIO * eager_err, (name, err, eager_err)
 
 
 ROTARY_CASES = {
@@ -507,16 +521,7 @@ def test_rotary_matches_fp64_reference(hq, hkv, d, case, portable, monkeypatch):
     rotary_dim = d - 32 if partial else d
     if seq_starts:
         spec["seq_start"] = torch.randint(-20, 300, (offsets.shape[0] - 1,), dtype=torch.int32, device="cuda")
-    rotary = make_rotary(offsets, rotary_dim, **spec)
-    dout = torch.randn(q.shape, dtype=q.dtype, device="cuda")
-    ours = forward_backward(block_attention, q, k, v, offsets, dout, rotary=rotary)
-    eager = forward_backward(lambda *a: rotated_attention_reference(*a, rotary), q, k, v, offsets, dout)
-    exact = forward_backward(lambda *a: rotated_attention_reference(*a, rotary, torch.float64), q, k, v, offsets,
-                             dout.double())  # fmt: skip
-    for name, got, same_precision, want in zip(RESULT_NAMES, ours, eager, exact):
-        err, eager_err = rel_l2(got, want), rel_l2(same_precision, want)
-        print(f"{case} {name}: rel-L2 vs fp64: blockattn {err:.3e}, eager bf16 {eager_err:.3e}")
-        assert math.isfinite(err) and err <= ERROR_RATIO * eager_err, (name, err, eager_err)
+    assert_rotary_accurate(q, k, v, offsets, make_rotary(rotary_dim, **spec), case)
 
 
 def test_rotary_reference_system_shape():
@@ -526,19 +531,13 @@ def test_rotary_reference_system_shape():
     gen = torch.Generator().manual_seed(1)
     lengths = torch.randint(1, 257, (64,), generator=gen).tolist()
     q, k, v, offsets = make_batch(lengths, 3, 3, 64, torch.bfloat16)
-    rotary = make_rotary(offsets, 64, "token", strided=True, interleaved=True, rotate_v=True)
-    dout = torch.randn(q.shape, dtype=q.dtype, device="cuda")
-    ours = forward_backward(block_attention, q, k, v, offsets, dout, rotary=rotary)
-    eager = forward_backward(lambda *a: rotated_attention_reference(*a, rotary), q, k, v, offsets, dout)
-    exact = forward_backward(lambda *a: rotated_attention_reference(*a, rotary, torch.float64), q, k, v, offsets,
-                             dout.double())  # fmt: skip
-    for name, got, same_precision, want in zip(RESULT_NAMES, ours, eager, exact):
-        assert rel_l2(got, want) <= ERROR_RATIO * rel_l2(same_precision, want), name
+    rotary = make_rotary(64, "token", strided=True, interleaved=True, rotate_v=True)
+    assert_rotary_accurate(q, k, v, offsets, rotary, "reference-system shape")
 
 
 def test_rotary_compiles_and_captures():
     q, k, v, offsets = make_batch(EDGE_LENGTHS, 4, 4, 128)
-    rotary = make_rotary(offsets, 128, "sequence", rotate_v=True)
+    rotary = make_rotary(128, "sequence", rotate_v=True)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
 
     def step(q, k, v):
