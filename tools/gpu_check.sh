@@ -3,7 +3,7 @@
 # run the GPU tests (and the malformed-offsets ones under compute-sanitizer),
 # the Python suite, and the benchmarks; print a short summary table last.
 #
-#   STEPS="build sass test sanitize fuzz bench python compare" tools/gpu_check.sh
+#   STEPS="build sass test sanitize fuzz bench python compare layer" tools/gpu_check.sh
 # Logs and JSON go to $OUT (default: gpu_out/).
 #
 # BASELINE=<dir>: a checkout of an earlier version (e.g. `git archive` of a
@@ -113,6 +113,14 @@ if want compare && [ -f bench/compare.py ]; then
     python3 bench/compare.py ${COMPARE_ARGS:-} --json "$OUT/compare.json" --png "$OUT/compare.png" >"$OUT/compare.log" 2>&1
   note compare "rc=$? (compare.log)"
   tail -40 "$OUT/compare.log"
+fi
+
+if want layer && [ -f bench/layer_compare.py ]; then
+  # Rotary and projection-layer pipelines against FA2 varlen + compiled rotary (issue 8).
+  PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" PYTHONUNBUFFERED=1 timeout 500 \
+    python3 bench/layer_compare.py ${LAYER_ARGS:-} --json "$OUT/layer_compare.json" >"$OUT/layer_compare.log" 2>&1
+  note layer "rc=$? (layer_compare.log)"
+  tail -30 "$OUT/layer_compare.log"
 fi
 
 echo

@@ -64,9 +64,11 @@ def _record_line(arcname: str, data: bytes) -> str:
 
 
 def _files() -> list[tuple[str, bytes]]:
+    package = PACKAGE_DIR / "blockattn"
     files = [
-        (f"blockattn/{path.name}", path.read_bytes())
-        for path in sorted((PACKAGE_DIR / "blockattn").glob("*.py"))
+        (f"blockattn/{path.relative_to(package).as_posix()}", path.read_bytes())
+        for path in sorted(package.rglob("*.py"))
+        if "__pycache__" not in path.parts
     ]
     files.append((f"blockattn/{LIBRARY_NAME}", _library().read_bytes()))
     return files

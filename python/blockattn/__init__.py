@@ -1,6 +1,8 @@
 """blockattn: block-diagonal jagged attention for PyTorch.
 
     out = blockattn.block_attention(q, k, v, offsets)
+    out = blockattn.jagged_self_attention(x, weight, bias, offsets, num_q_heads=4)  # projection + attention
+    layer = blockattn.nn.JaggedSelfAttention(in_features=512, num_q_heads=4, head_dim=128)
 
 `python -m blockattn` prints an environment report. Importing the package
 loads libblockattn.so (see blockattn._lib for where it
@@ -21,6 +23,8 @@ from blockattn.ops import (
     supported_configs,
 )
 from blockattn.reference import block_attention_reference
+from blockattn.layer import jagged_self_attention
+from blockattn import nn
 
 __all__ = [
     "BLOCK_SIZE",
@@ -30,6 +34,8 @@ __all__ = [
     "block_attention",
     "block_attention_reference",
     "forward_backend",
+    "jagged_self_attention",
+    "nn",
     "library_path",
     "supported_configs",
     "__version__",

@@ -284,9 +284,10 @@ def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float,
     return (out, workspace) if keep_schedule else out
 
 
-def _run_backward(dout, q, k, v, offsets, scale: float, rot=None, schedule=None):
-    """dq, dk, dv; `schedule` is the forward's workspace when it may be reused."""
-    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+def _run_backward(dout, q, k, v, offsets, scale: float, rot=None, schedule=None, grads=None):
+    """dq, dk, dv; `schedule` is the forward's workspace when it may be reused,
+    `grads` views to write dq, dk, dv into (else they are allocated)."""
+    dq, dk, dv = grads if grads is not None else (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape))
     if q.shape[0] == 0:
         return dq, dk, dv
     dout, q, k, v = _kernel_operand(dout), _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)

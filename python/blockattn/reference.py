@@ -117,3 +117,31 @@ def rotary_reference(x: Tensor, offsets: Tensor, rotary, *, compute_dtype: torch
         a, b, rest = xr[..., :half], xr[..., half : 2 * half], xr[..., 2 * half :]
         out = torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
     return out if dtype == torch.float64 else out.to(x.dtype)
+
+
+def jagged_self_attention_reference(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    offsets: Tensor,
+    *,
+    num_q_heads: int,
+    num_kv_heads: int | None = None,
+    scale: float | None = None,
+    rotary=None,
+    compute_dtype: torch.dtype | None = None,
+) -> Tensor:
+    """blockattn.jagged_self_attention as unfused eager PyTorch: project,
+    split, rotate, attend. [T, Hq D]; float64 inputs give the exact reference."""
+    num_kv_heads = num_q_heads if num_kv_heads is None else num_kv_heads
+    z = torch.nn.functional.linear(x, weight, bias)
+    head_dim = z.shape[1] // (num_q_heads + 2 * num_kv_heads)
+    q, k, v = z.split((num_q_heads * head_dim, num_kv_heads * head_dim, num_kv_heads * head_dim), dim=1)
+    q, k, v = (t.unflatten(1, (-1, head_dim)) for t in (q, k, v))
+    if rotary is not None:
+        q = rotary_reference(q, offsets, rotary, compute_dtype=compute_dtype)
+        k = rotary_reference(k, offsets, rotary, compute_dtype=compute_dtype)
+        if rotary.rotate_v:
+            v = rotary_reference(v, offsets, rotary, compute_dtype=compute_dtype)
+    out = block_attention_reference(q, k, v, offsets, scale, compute_dtype=compute_dtype)
+    return out.flatten(1)

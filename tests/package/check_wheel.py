@@ -35,7 +35,15 @@ def main() -> int:
             return 1
         with zipfile.ZipFile(wheels[0]) as wheel:
             names = set(wheel.namelist())
-            for needed in ("blockattn/__init__.py", "blockattn/ops.py", "blockattn/_lib.py", "blockattn/libblockattn.so"):
+            needed_files = (
+                "blockattn/__init__.py",
+                "blockattn/ops.py",
+                "blockattn/layer.py",
+                "blockattn/nn/__init__.py",
+                "blockattn/_lib.py",
+                "blockattn/libblockattn.so",
+            )
+            for needed in needed_files:
                 if needed not in names:
                     print(f"{wheels[0].name} lacks {needed}")
                     return 1
