@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include <cuda_bf16.h>
@@ -53,8 +54,10 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
   return make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
 }
 
-// One element type's view of the cos and sin tables.
-template <typename Table>
+// One element type's view of the cos and sin tables; kVectors: bases and row
+// strides are 16-byte aligned (checked on the host), so rows may be read
+// with vector loads.
+template <typename Table, bool kVectors>
 struct TableView {
   const Table* cos;
   const Table* sin;
@@ -70,21 +73,20 @@ struct TableView {
   __device__ __forceinline__ static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
   __device__ __forceinline__ static float to_float(__half x) { return __half2float(x); }
 
-  // Pairs [pair, pair + kN) of row `pos`, with 16-byte loads when the tables
-  // allow them (`vectors`: bases and row strides 16-byte aligned, checked on
-  // the host), else element by element: a warp's scalar loads of 8 pairs per
-  // lane would touch 8x the sectors they use.
+  // Pairs [pair, pair + kN) of row `pos` (`pair` a multiple of kN), with
+  // vector loads of up to 16 bytes when kVectors, else element by element: a
+  // warp's scalar loads touch several times the sectors they use.
   template <int kN>
-  __device__ __forceinline__ void load_pairs(int64_t pos, int pair, bool vectors, float (&c)[kN],
-                                             float (&s)[kN]) const {
-    constexpr int kPerVector = 16 / sizeof(Table);
-    if (vectors && kN % kPerVector == 0) {
+  __device__ __forceinline__ void load_pairs(int64_t pos, int pair, float (&c)[kN], float (&s)[kN]) const {
+    constexpr int kBytes = kN * static_cast<int>(sizeof(Table));
+    constexpr int kVectorBytes = kBytes < 16 ? kBytes : 16;
+    constexpr int kPerVector = kVectorBytes / static_cast<int>(sizeof(Table));
+    if constexpr (kVectors && (kVectorBytes == 4 || kVectorBytes == 8 || kVectorBytes == 16) &&
+                  kBytes % kVectorBytes == 0) {
 #pragma unroll
       for (int v = 0; v < kN / kPerVector; ++v) {
-        unpack_vector(*reinterpret_cast<const uint4*>(cos + pos * cos_row_stride + pair + v * kPerVector), c,
-                      v * kPerVector);
-        unpack_vector(*reinterpret_cast<const uint4*>(sin + pos * sin_row_stride + pair + v * kPerVector), s,
-                      v * kPerVector);
+        unpack_vector<kVectorBytes>(cos + pos * cos_row_stride + pair + v * kPerVector, c, v * kPerVector);
+        unpack_vector<kVectorBytes>(sin + pos * sin_row_stride + pair + v * kPerVector, s, v * kPerVector);
       }
     } else {
 #pragma unroll
@@ -96,11 +98,16 @@ struct TableView {
   }
 
  private:
-  template <int kN>
-  __device__ __forceinline__ static void unpack_vector(const uint4& u, float (&x)[kN], int at) {
+  template <int kBytes>
+  using Vector = std::conditional_t<kBytes == 16, uint4, std::conditional_t<kBytes == 8, uint2, uint32_t>>;
+
+  // Loads kBytes at p (one instruction) into x[at, at + kBytes / sizeof(Table)).
+  template <int kBytes, int kN>
+  __device__ __forceinline__ static void unpack_vector(const Table* p, float (&x)[kN], int at) {
+    const Vector<kBytes> u = *reinterpret_cast<const Vector<kBytes>*>(p);
     const Table* t = reinterpret_cast<const Table*>(&u);
 #pragma unroll
-    for (int i = 0; i < 16 / static_cast<int>(sizeof(Table)); ++i)
+    for (int i = 0; i < kBytes / static_cast<int>(sizeof(Table)); ++i)
       x[at + i] = to_float(t[i]);
   }
 };
@@ -122,7 +129,7 @@ class RotaryHooks {
         // Units of r/2 <= D/2 columns, each paired with the unit r/2 on.
         for_each_unit<kRows, D / 16, kThreads>(t, tid, half / 8, [&](int row, int col, int64_t pos) {
           float c[8], s[8];
-          table.load_pairs(pos, col, r.vector_loads, c, s);
+          table.load_pairs(pos, col, c, s);
 #pragma unroll
           for (T* tile : tiles)
             if (tile != nullptr) rotate_half_units<Layout>(tile, row, col, half, c, s);
@@ -132,7 +139,7 @@ class RotaryHooks {
         for_each_unit<kRows, D / 8, kThreads>(t, tid, (2 * half + 7) / 8, [&](int row, int col, int64_t pos) {
           float c[4], s[4];
           if (col / 2 + 4 <= half) {
-            table.load_pairs(pos, col / 2, r.vector_loads, c, s);
+            table.load_pairs(pos, col / 2, c, s);
           } else {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -166,13 +173,13 @@ class RotaryHooks {
         if (r.half_split) {
           with_static_shift<kN / 16>(r.half / 8, [&](auto shift) {
 #pragma unroll
-            for (int j = 0; j < shift; ++j)
+            for (int j = 0; j < shift; ++j) {
+              float c[2], s[2];  // the fragment's two adjacent pairs: one 8-byte load per table
+              table.load_pairs(pos, fragment_col(j, 0, lane), c, s);
 #pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int pair = fragment_col(j, e, lane);
-                rotate_back(acc.c[j][2 * h + e], acc.c[j + shift][2 * h + e], table.cos_at(pos, pair),
-                            table.sin_at(pos, pair));
-              }
+              for (int e = 0; e < 2; ++e)
+                rotate_back(acc.c[j][2 * h + e], acc.c[j + shift][2 * h + e], c[e], s[e]);
+            }
           });
         } else {
 #pragma unroll
@@ -206,23 +213,30 @@ class RotaryHooks {
     }
   }
 
-  // Runs f(TableView<element type>): the type is resolved once per call, so
-  // the loops inside are straight-line loads.
+  // Runs f(TableView<element type, vector loads allowed>): both are resolved
+  // once per call, so the loops inside are straight-line loads that the
+  // compiler can batch (a branch per load would serialize their latencies).
   template <typename F>
   __device__ __forceinline__ void with_table(F&& f) const {
     const RotaryParams& r = p_.rotary;
+    auto with_type = [&](auto element) {
+      using Table = decltype(element);
+      const Table* cos = static_cast<const Table*>(r.cos);
+      const Table* sin = static_cast<const Table*>(r.sin);
+      if (r.vector_loads)
+        f(TableView<Table, true>{cos, sin, r.cos_row_stride, r.sin_row_stride});
+      else
+        f(TableView<Table, false>{cos, sin, r.cos_row_stride, r.sin_row_stride});
+    };
     switch (r.table_type) {
       case TableType::kBF16:
-        f(TableView<__nv_bfloat16>{static_cast<const __nv_bfloat16*>(r.cos), static_cast<const __nv_bfloat16*>(r.sin),
-                                   r.cos_row_stride, r.sin_row_stride});
+        with_type(__nv_bfloat16{});
         break;
       case TableType::kFP16:
-        f(TableView<__half>{static_cast<const __half*>(r.cos), static_cast<const __half*>(r.sin), r.cos_row_stride,
-                            r.sin_row_stride});
+        with_type(__half{});
         break;
       default:
-        f(TableView<float>{static_cast<const float*>(r.cos), static_cast<const float*>(r.sin), r.cos_row_stride,
-                           r.sin_row_stride});
+        with_type(float{});
     }
   }
 
@@ -233,9 +247,7 @@ class RotaryHooks {
     const schedule::BlockSeq at = p_.schedule.block_seqs[t.block_index];
     return static_cast<int64_t>(at.first_pos) + (r.seq_start != nullptr ? r.seq_start[at.seq] : 0);
   }
-  __device__ __forceinline__ bool in_table(int64_t pos) const {
-    return pos >= 0 && pos < p_.rotary.num_positions;
-  }
+  __device__ __forceinline__ bool in_table(int64_t pos) const { return pos >= 0 && pos < p_.rotary.num_positions; }
 
   // x <- R^T x for one pair.
   __device__ __forceinline__ static void rotate_back(float& a, float& b, float c, float s) {
