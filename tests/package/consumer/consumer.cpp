@@ -1,11 +1,12 @@
 // Uses the public API the way an application would, with no GPU needed: the
-// kernel table, the workspace size, and a call that fails validation (so
-// nothing is launched) with a message naming the argument.
+// kernel table, the workspace size, and calls (attention and layer) that fail
+// validation (so nothing is launched) with a message naming the argument.
 #include <cstdio>
 #include <string>
 
 #include <blockattn/blockattn.h>
 #include <blockattn/blockattn_c.h>
+#include <blockattn/layer.h>
 
 int main() {
   size_t n = 0;
@@ -20,6 +21,14 @@ int main() {
   const blockattn::Status s = blockattn::forward(a, nullptr, 0, nullptr);
   if (s.code != blockattn::StatusCode::kInvalidArgument || s.message.find("offsets") == std::string::npos) {
     std::fprintf(stderr, "consumer: unexpected status %d: %s\n", static_cast<int>(s.code), s.message.c_str());
+    return 1;
+  }
+  // The layer library (blockattn::layer) links and refuses a null x by name.
+  blockattn::LayerForwardArgs layer;
+  layer.shape = {1, 10, 64, 1, 1, rows[0].head_dim, rows[0].dtype};
+  const blockattn::Status ls = blockattn::layer_forward(layer, nullptr, 0, nullptr);
+  if (ls.code != blockattn::StatusCode::kInvalidArgument || blockattn::layer_workspace_size(4, 1000) == 0) {
+    std::fprintf(stderr, "consumer: unexpected layer status %d: %s\n", static_cast<int>(ls.code), ls.message.c_str());
     return 1;
   }
   std::printf("consumer: %zu kernels, C ABI version %d, library %s\n", n, blockattn_abi_version(), blockattn_version());
