@@ -121,6 +121,8 @@ if want layer && [ -f bench/layer_compare.py ]; then
     python3 bench/layer_compare.py ${LAYER_ARGS:-} --json "$OUT/layer_compare.json" >"$OUT/layer_compare.log" 2>&1
   note layer "rc=$? (layer_compare.log)"
   tail -30 "$OUT/layer_compare.log"
+  build/bench/bench_layer 2>&1 | tee "$OUT/bench_layer.log"
+  note layer "C++ bench_layer rc=${PIPESTATUS[0]}"
 fi
 
 echo
