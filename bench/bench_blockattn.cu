@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_timing.cuh"
 #include "blockattn/blockattn.h"
-#include "bench_timing.cuh"
 #include "reference/reference.h"
 #include "support/device_buffer.h"
 #include "support/jagged_batch.h"
@@ -194,7 +194,8 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     std::fprintf(f,
-                 "    {\"workload\": \"%s\", \"num_seqs\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"max_len\": %d, "
+                 "    {\"workload\": \"%s\", \"num_seqs\": %d, \"heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, "
+                 "\"max_len\": %d, "
                  "\"fill\": %.2f, \"tokens\": %lld, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_floor_ms\": %.4f, "
                  "\"bwd_floor_ms\": %.4f, \"fwd_pct_copy\": %.2f, \"bwd_pct_copy\": %.2f, \"fwd_tflops\": %.2f, "
                  "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e, \"rotary_fwd_ms\": %.4f, \"rotary_bwd_ms\": %.4f}%s\n",
@@ -255,11 +256,11 @@ int main(int argc, char** argv) {
       const std::string b = value();
       backend = b == "portable" ? Backend::kPortable : b == "hopper" ? Backend::kHopper : Backend::kAuto;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend auto|portable|hopper] "
-          "[--rotary]\n",
-          argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend "
+                   "auto|portable|hopper] "
+                   "[--rotary]\n",
+                   argv[0]);
       return 2;
     }
   }

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_timing.cuh"
+#include "bench/bench_timing.cuh"
 #include "blockattn/layer.h"
 #include "support/workloads.h"
 
@@ -49,7 +49,8 @@ void fill_angles(DeviceBuffer<float>& table, int rows, int half, bool sine) {
 void run(const Workload& w, int reps) {
   const std::vector<int32_t> lengths = testing::sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   std::vector<int32_t> offsets = {0};
-  for (int32_t n : lengths) offsets.push_back(offsets.back() + n);
+  for (int32_t n : lengths)
+    offsets.push_back(offsets.back() + n);
   const int64_t tokens = offsets.back();
   const int hq = w.num_q_heads, hkv = w.num_kv_heads, dim = w.head_dim, channels = hq * dim;
   const int64_t width = int64_t{hq + 2 * hkv} * dim;
@@ -110,9 +111,8 @@ void run(const Workload& w, int reps) {
   auto attention_bwd = [&] { check(backward(att, workspace.get(), workspace.bytes(), nullptr), "backward"); };
   const double att_f = median_ms(attention_fwd, reps), att_b = median_ms(attention_bwd, reps);
 
-  std::printf("%-24s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx\n", w.name.c_str(), att_f, att_b, fwd,
-              bwd, rope_fwd, rope_bwd, (fwd + bwd) - (att_f + att_b), rope_fwd / fwd,
-              (rope_fwd + rope_bwd) / (fwd + bwd));
+  std::printf("%-24s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.3fx %7.3fx\n", w.name.c_str(), att_f, att_b, fwd, bwd,
+              rope_fwd, rope_bwd, (fwd + bwd) - (att_f + att_b), rope_fwd / fwd, (rope_fwd + rope_bwd) / (fwd + bwd));
 }
 
 }  // namespace
