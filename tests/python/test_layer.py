@@ -161,7 +161,8 @@ def test_layer_saves_only_the_projection():
         (lambda a: dict(a, weight=a["weight"].half()), TypeError, "weight must have x's dtype"),
         (lambda a: dict(a, bias=a["bias"][:-1]), ValueError, "bias must be None or"),
         (lambda a: dict(a, num_q_heads=0), ValueError, "num_q_heads"),
-        (lambda a: dict(a, num_q_heads=3, num_kv_heads=2, weight=a["weight"].new_zeros(7 * 64, 64)), ValueError,
+        (lambda a: dict(a, num_q_heads=3, num_kv_heads=2, weight=a["weight"].new_zeros(7 * 64, 64), bias=None),
+         ValueError,
          "multiple of k heads"),  # fmt: skip
         (lambda a: dict(a, offsets=a["offsets"].long()), TypeError, "offsets must be int32"),
     ],
