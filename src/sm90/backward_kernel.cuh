@@ -39,18 +39,23 @@ struct BackwardConfig {
   static constexpr int kRows = B;  // query rows and key rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S, dP, dS
   using Layout = tile::Chunked<kRows>;
-  static constexpr int kConsumers = 2;
+  // At D = 64 a tile has half the bytes but the same 64 x 64 softmax work, so
+  // a third consumer warpgroup hides the other two's latency.
+  static constexpr int kConsumers = D <= 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kChunks = D / tile::kChunkCols;
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
-  static constexpr int kStages = (192 * 1024) / kStageBytes;  // 192 KB of tiles: 6 stages at D = 64, 3 at 128
+  // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB: the third
+  // consumer's scratch needs the room of the sixth).
+  static constexpr int kStages = (kConsumers == 3 ? 160 * 1024 : 192 * 1024) / kStageBytes;
   static constexpr int kProbTileBytes = kRows * kKeys * 2;    // P or dS
   static constexpr int kScratchBytes = 2 * kProbTileBytes;    // per consumer
   static constexpr int kSmemBytes =
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 64K
+  // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
 };
 
 template <typename T, int D, int B>
