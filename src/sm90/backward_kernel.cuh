@@ -3,8 +3,9 @@
 //
 // Tiles are (block, head) with Hq == Hkv: grouped-query attention runs on the
 // sm80 backward, whose dK/dV accumulate over the group in registers; here
-// the 168 registers a thread has at 3 warpgroups per SM (ptxas allocates for
-// the launch bound) leave no room for accumulators that live across heads.
+// a consumer's 232 registers (setmaxnreg; 152 with the third consumer at
+// D = 64) hold one head's products, and dK/dV living across the group's
+// heads would also need a second ring for the per-head Q and dO tiles.
 //
 //   loader:  TMA copies of Q, K, V and dO of the tile;
 //   tile op: backward_tile, per consumer warpgroup (warp w owns query rows and
