@@ -8,7 +8,8 @@
 //                   [--backend auto|portable|hopper] [--rotary]
 // --rotary also times each workload with rotary embeddings fused (q, k and v
 // rotated, half-split pairs, positions within each sequence, an fp32 table of
-// max_len rows) and prints the ratio to the plain kernels of the same run.
+// max_len rows, then the same table in bf16) and prints the ratios to the plain
+// kernels of the same run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -95,7 +96,8 @@ struct Result {
   Workload w;
   int64_t tokens;
   double fwd_ms, bwd_ms, fwd_floor_ms, bwd_floor_ms, fwd_tflops, bwd_tflops, max_rel_err;
-  double rotary_fwd_ms = 0, rotary_bwd_ms = 0;  // with --rotary
+  double rotary_fwd_ms = 0, rotary_bwd_ms = 0;            // with --rotary: fp32 table
+  double rotary_bf16_fwd_ms = 0, rotary_bf16_bwd_ms = 0;  // bf16 table
 };
 
 Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary) {
@@ -168,6 +170,20 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
     BA_CHECK_CUDA(cudaDeviceSynchronize());
     r.rotary_fwd_ms = median_ms(fwd, reps);
     r.rotary_bwd_ms = median_ms(bwd, reps);
+    // The same table in bf16 (half the angle bytes per tile).
+    std::vector<bf16> table16(table.size());
+    for (size_t i = 0; i < table.size(); ++i)
+      table16[i] = __float2bfloat16(table[i]);
+    DeviceBuffer<bf16> d_table16(table16.size());
+    d_table16.upload(table16);
+    fa.rotary.table_type = ba.rotary.table_type = TableType::kBF16;
+    fa.rotary.cos = ba.rotary.cos = d_table16.get();
+    fa.rotary.sin = ba.rotary.sin = d_table16.get() + static_cast<size_t>(w.max_len) * half;
+    fwd();
+    bwd();
+    BA_CHECK_CUDA(cudaDeviceSynchronize());
+    r.rotary_bf16_fwd_ms = median_ms(fwd, reps);
+    r.rotary_bf16_bwd_ms = median_ms(bwd, reps);
     fa.rotary = ba.rotary = Rotary{};
   }
 
@@ -198,11 +214,13 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
                  "\"max_len\": %d, "
                  "\"fill\": %.2f, \"tokens\": %lld, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_floor_ms\": %.4f, "
                  "\"bwd_floor_ms\": %.4f, \"fwd_pct_copy\": %.2f, \"bwd_pct_copy\": %.2f, \"fwd_tflops\": %.2f, "
-                 "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e, \"rotary_fwd_ms\": %.4f, \"rotary_bwd_ms\": %.4f}%s\n",
+                 "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e, \"rotary_fwd_ms\": %.4f, \"rotary_bwd_ms\": %.4f, "
+                 "\"rotary_bf16_fwd_ms\": %.4f, \"rotary_bf16_bwd_ms\": %.4f}%s\n",
                  r.w.name.c_str(), r.w.num_seqs, r.w.num_q_heads, r.w.num_kv_heads, r.w.head_dim, r.w.max_len, r.w.fill,
                  static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_floor_ms, r.bwd_floor_ms,
                  100 * r.fwd_floor_ms / r.fwd_ms, 100 * r.bwd_floor_ms / r.bwd_ms, r.fwd_tflops, r.bwd_tflops,
-                 r.max_rel_err, r.rotary_fwd_ms, r.rotary_bwd_ms, i + 1 < results.size() ? "," : "");
+                 r.max_rel_err, r.rotary_fwd_ms, r.rotary_bwd_ms, r.rotary_bf16_fwd_ms, r.rotary_bf16_bwd_ms,
+                 i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
@@ -293,11 +311,14 @@ int main(int argc, char** argv) {
                 r.bwd_ms, bwd_tbs, 100 * r.bwd_floor_ms / r.bwd_ms, r.bwd_tflops, r.max_rel_err);
   }
   if (with_rotary) {
-    std::printf("\nfused rotary (q, k, v rotated), same run:\n%-24s %9s %9s %7s %9s %9s %7s\n", "workload", "fwd ms",
-                "rope ms", "ratio", "bwd ms", "rope ms", "ratio");
+    std::printf(
+        "\nfused rotary (q, k, v rotated), same run; fp32 table, then bf16 table:\n%-24s %9s %9s %7s %9s %9s "
+        "%7s %8s %8s\n",
+        "workload", "fwd ms", "rope ms", "ratio", "bwd ms", "rope ms", "ratio", "bf16 fwd", "bf16 bwd");
     for (const Result& r : results)
-      std::printf("%-24s %9.3f %9.3f %6.3fx %9.3f %9.3f %6.3fx\n", r.w.name.c_str(), r.fwd_ms, r.rotary_fwd_ms,
-                  r.rotary_fwd_ms / r.fwd_ms, r.bwd_ms, r.rotary_bwd_ms, r.rotary_bwd_ms / r.bwd_ms);
+      std::printf("%-24s %9.3f %9.3f %6.3fx %9.3f %9.3f %6.3fx %7.3fx %7.3fx\n", r.w.name.c_str(), r.fwd_ms,
+                  r.rotary_fwd_ms, r.rotary_fwd_ms / r.fwd_ms, r.bwd_ms, r.rotary_bwd_ms, r.rotary_bwd_ms / r.bwd_ms,
+                  r.rotary_bf16_fwd_ms / r.fwd_ms, r.rotary_bf16_bwd_ms / r.bwd_ms);
   }
   if (!json.empty()) write_json(json.c_str(), results, copy_tbs, prop.name);
   if (!accurate) {
