@@ -5,7 +5,7 @@
 // before it is timed.
 //
 //   bench_blockattn [--workloads a,b,...] [--sweep] [--extra] [--reps N] [--json PATH]
-//                   [--backend auto|portable|hopper] [--rotary]
+//                   [--backend auto|portable|hopper] [--rotary] [--block-size N]
 // --rotary also times each workload with rotary embeddings fused (q, k and v
 // rotated, half-split pairs, positions within each sequence, an fp32 table of
 // max_len rows, then the same table in bf16) and prints the ratios to the plain
@@ -100,7 +100,7 @@ struct Result {
   double rotary_bf16_fwd_ms = 0, rotary_bf16_bwd_ms = 0;  // bf16 table
 };
 
-Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary) {
+Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary, int block_size) {
   const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   const auto offsets = offsets_from_lengths(lengths);
   const int64_t T = offsets.back();
@@ -116,7 +116,7 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
   d_offsets.upload(offsets);
   DeviceBuffer<unsigned char> ws(workspace_size(w.num_seqs, T));
 
-  const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, DType::kBF16};
+  const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, DType::kBF16, block_size};
   const int64_t row = int64_t{w.num_q_heads} * w.head_dim, kv_row = int64_t{w.num_kv_heads} * w.head_dim;
   ForwardArgs fa;
   fa.shape = shape;
@@ -146,7 +146,7 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
   BA_CHECK_CUDA(cudaDeviceSynchronize());
 
   Result r{w, T, 0, 0, 0, 0, 0, 0, 0};
-  const auto blocks = reference::block_schedule(offsets, static_cast<int32_t>(T));
+  const auto blocks = reference::block_schedule(offsets, static_cast<int32_t>(T), block_size);
   r.max_rel_err = spot_check(t, blocks, w);
   r.fwd_ms = median_ms(fwd, reps);
   r.bwd_ms = median_ms(bwd, reps);
@@ -232,6 +232,7 @@ int main(int argc, char** argv) {
   std::vector<Workload> workloads = headline_workloads();
   int reps = 30;
   bool with_rotary = false;
+  int block_size = kDefaultBlockSize;
   std::string json;
   Backend backend = Backend::kAuto;
   for (int i = 1; i < argc; ++i) {
@@ -266,6 +267,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--rotary") {
       with_rotary = true;
+    } else if (a == "--block-size") {
+      block_size = std::atoi(value().c_str());
     } else if (a == "--reps") {
       reps = std::max(20, std::atoi(value().c_str()));
     } else if (a == "--json") {
@@ -277,7 +280,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend "
                    "auto|portable|hopper] "
-                   "[--rotary]\n",
+                   "[--rotary] [--block-size N]\n",
                    argv[0]);
       return 2;
     }
@@ -297,7 +300,7 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   bool accurate = true;
   for (const auto& w : workloads) {
-    results.push_back(run(w, copy_tbs, reps, backend, with_rotary));
+    results.push_back(run(w, copy_tbs, reps, backend, with_rotary, block_size));
     const Result& r = results.back();
     accurate &= r.max_rel_err <= 1e-2;
     std::fflush(stdout);

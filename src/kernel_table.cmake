@@ -26,4 +26,8 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm80     forward    128       64          bf16,fp16  none,rotary  auto"
   "sm80     backward   64        64          bf16,fp16  none,rotary  auto"
   "sm80     backward   128       64          bf16,fp16  none,rotary  auto"
+  "sm80     forward    64        32          bf16,fp16  none,rotary  auto"
+  "sm80     forward    128       32          bf16,fp16  none,rotary  auto"
+  "sm80     backward   64        32          bf16,fp16  none,rotary  auto"
+  "sm80     backward   128       32          bf16,fp16  none,rotary  auto"
 )

@@ -23,7 +23,7 @@ namespace blockattn::sm80 {
 
 template <typename T, int D, int B>
 struct BackwardConfig {
-  static_assert(B == 64, "four warps of 16 rows cover one 64-token block");
+  static_assert(B == 32 || B == 64, "one warp per 16 rows of a 32- or 64-token block");
   static constexpr int kRows = B;  // query rows and key rows of a tile
   static constexpr int kKeys = B;  // key columns of S, dP, dS
   static constexpr int kWarps = kRows / 16;

@@ -25,7 +25,7 @@ namespace blockattn::sm80 {
 
 template <typename T, int D, int B>
 struct ForwardConfig {
-  static_assert(B == 64, "four warps of 16 query rows cover one 64-token block");
+  static_assert(B == 32 || B == 64, "one warp per 16 query rows of a 32- or 64-token block");
   static constexpr int kRows = B;  // query rows of a tile: the tokens of a block
   static constexpr int kKeys = B;  // key columns of S
   static constexpr int kWarps = kRows / 16;

@@ -5,8 +5,9 @@
 // multiple of 8 or within one 16-byte unit). Both XOR the 16-byte unit index
 // with row % 8, so the eight row addresses of an ldmatrix and a warp's 16-byte
 // accesses fall in distinct banks:
-//   SwizzledRows<kCols>  rows of kCols elements, one after another (cp.async
-//                        tiles of the sm80 kernels, P/dS scratch everywhere);
+//   SwizzledRows<kCols>  rows of kCols elements (32, or a multiple of 64), one
+//                        after another (cp.async tiles of the sm80 kernels,
+//                        P/dS scratch everywhere);
 //   Chunked<kRows>       64-column chunks of [kRows][128 bytes], each 1024-byte
 //                        aligned: what a TMA box with 128-byte swizzle writes
 //                        and what wgmma descriptors address (sm90 kernels).
@@ -18,11 +19,14 @@ namespace blockattn::tile {
 
 template <int kCols>
 struct SwizzledRows {
-  static_assert(kCols % 64 == 0, "a swizzled row needs at least eight 16-byte units");
+  static_assert(kCols % 64 == 0 || kCols == 32, "rows of 32 columns or a multiple of 64");
   static constexpr int kUnitsPerRow = kCols / 8;
 
+  // 32-column rows (P and dS of 32-token blocks) are two to a 128-byte line,
+  // so the unit index is XORed with the row pair's index instead.
   __device__ static __forceinline__ int offset(int row, int col) {
-    return row * kCols + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+    const int swizzle = kCols >= 64 ? (row & 7) : ((row >> 1) & 3);
+    return row * kCols + ((((col >> 3) ^ swizzle)) << 3) + (col & 7);
   }
 };
 

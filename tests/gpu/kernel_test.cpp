@@ -50,9 +50,9 @@ struct RotaryCase {
   RotaryPairs pairs = RotaryPairs::kHalfSplit;
   RotaryPositions positions = RotaryPositions::kInSequence;
   bool rotate_v = false;
-  bool seq_starts = false;    // kInSequence: a random start per sequence
-  bool strided = false;       // one [P, r] table holding [sin | cos], two strided views
-  bool table_fp32 = true;     // else the inputs' dtype
+  bool seq_starts = false;  // kInSequence: a random start per sequence
+  bool strided = false;     // one [P, r] table holding [sin | cos], two strided views
+  bool table_fp32 = true;   // else the inputs' dtype
 };
 
 struct Config {
@@ -62,6 +62,7 @@ struct Config {
   OffsetsKind offsets;
   float scale = 0.f;  // 0 = 1/sqrt(D)
   RotaryCase rotary{};
+  int block_size = kDefaultBlockSize;
 };
 
 std::string config_string(const Config& c) {
@@ -71,6 +72,7 @@ std::string config_string(const Config& c) {
                   "_hkv" + std::to_string(c.hkv) + "_" + layouts[static_cast<int>(c.layout)] + "_" +
                   kinds[static_cast<int>(c.offsets)];
   if (c.scale != 0.f) s += "_scale" + std::to_string(static_cast<int>(c.scale * 1000)) + "e_3";
+  if (c.block_size != kDefaultBlockSize) s += "_b" + std::to_string(c.block_size);
   const RotaryCase& r = c.rotary;
   if (r.dim != 0)
     s += std::string("_rope") + std::to_string(r.dim) + (r.pairs == RotaryPairs::kHalfSplit ? "half" : "inter") +
@@ -190,7 +192,7 @@ Accuracy compare(const std::vector<T>& got, const Layout& l, const std::vector<d
 
 // Lengths with every edge case, in random order, plus random ones.
 std::vector<int32_t> test_lengths(std::mt19937_64& rng) {
-  std::vector<int32_t> lengths = {0, 1, 63, 64, 65, 127, 128, 2048};
+  std::vector<int32_t> lengths = {0, 1, 31, 32, 33, 63, 64, 65, 127, 128, 2048};
   std::uniform_int_distribution<int32_t> len(0, 300);
   for (int i = 0; i < 6; ++i)
     lengths.push_back(len(rng));
@@ -231,8 +233,9 @@ int device_compute_capability() {
 }
 
 // The portable path everywhere, plus the sm_90 path on compute capability 9.0;
-// of those, the ones whose kernel table has this operation, dtype and head dim.
-std::vector<Backend> device_backends(Operation op, DType dtype, int head_dim) {
+// of those, the ones whose kernel table has this operation, dtype, head dim
+// and block size.
+std::vector<Backend> device_backends(Operation op, DType dtype, int head_dim, int block_size) {
   std::vector<Backend> backends = {Backend::kPortable};
   if (device_compute_capability() == 90)
     backends.push_back(Backend::kHopper);
@@ -244,7 +247,7 @@ std::vector<Backend> device_backends(Operation op, DType dtype, int head_dim) {
   for (Backend b : backends)
     for (size_t i = 0; i < n; ++i)
       if (rows[i].backend == b && rows[i].operation == op && rows[i].dtype == dtype && rows[i].head_dim == head_dim &&
-          rows[i].block_size == kDefaultBlockSize) {
+          rows[i].block_size == block_size) {
         built.push_back(b);
         break;
       }
@@ -265,8 +268,8 @@ struct DeviceRotary {
   std::unique_ptr<DeviceBuffer<unsigned char>> table_bytes;
   std::unique_ptr<DeviceBuffer<int32_t>> starts;
 
-  DeviceRotary(const RotaryCase& rc, DType dtype, const std::vector<int32_t>& lengths, int64_t tokens,
-               int64_t num_seqs, std::mt19937_64& rng) {
+  DeviceRotary(const RotaryCase& rc, DType dtype, const std::vector<int32_t>& lengths, int64_t tokens, int64_t num_seqs,
+               std::mt19937_64& rng) {
     tables.rotary_dim = rc.dim;
     tables.half_split = rc.pairs == RotaryPairs::kHalfSplit;
     tables.in_sequence = rc.positions == RotaryPositions::kInSequence;
@@ -339,7 +342,8 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
   ref.num_kv_heads = c.hkv;
   ref.head_dim = c.head_dim;
   ref.scale = c.scale;
-  const auto blocks = reference::block_schedule(ref.offsets, static_cast<int32_t>(tokens));
+  ref.block_size = c.block_size;
+  const auto blocks = reference::block_schedule(ref.offsets, static_cast<int32_t>(tokens), c.block_size);
   const int64_t num_seqs = static_cast<int64_t>(ref.offsets.size()) - 1;
 
   const Layout ql = make_layout(tokens, c.hq, c.head_dim, c.layout);
@@ -355,7 +359,7 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
   offsets.upload(ref.offsets);
   DeviceBuffer<unsigned char> workspace(workspace_size(num_seqs, tokens));
 
-  const Shape shape{num_seqs, tokens, c.hq, c.hkv, c.head_dim, c.dtype};
+  const Shape shape{num_seqs, tokens, c.hq, c.hkv, c.head_dim, c.dtype, c.block_size};
 
   // Rotary: the kernels must equal rotate -> attend -> rotate back.
   std::vector<double> qr = q.dense, kr = k.dense, vr = v.dense;
@@ -373,7 +377,7 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
   // accuracy, untouched rows, determinism.
   std::vector<double> ref_out(q.dense.size());
   reference::forward(ref, qr, kr, vr, ref_out);
-  for (Backend backend : device_backends(Operation::kForward, c.dtype, c.head_dim)) {
+  for (Backend backend : device_backends(Operation::kForward, c.dtype, c.head_dim, c.block_size)) {
     std::vector<T> outs[2];
     for (auto& host_out : outs) {
       DeviceBuffer<T> out(ql.elems());
@@ -404,7 +408,7 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
     reference::rotate(ref, rotary_tables->tables, c.hkv, true, rdk);
     if (c.rotary.rotate_v) reference::rotate(ref, rotary_tables->tables, c.hkv, true, rdv);
   }
-  for (Backend backend : device_backends(Operation::kBackward, c.dtype, c.head_dim)) {
+  for (Backend backend : device_backends(Operation::kBackward, c.dtype, c.head_dim, c.block_size)) {
     const char* path = backend == Backend::kHopper ? "hopper" : "portable";
     auto run = [&](DeviceBuffer<T>& dq, DeviceBuffer<T>& dk, DeviceBuffer<T>& dv) {
       BackwardArgs a =
@@ -477,6 +481,17 @@ std::vector<int> built_head_dims() {
   return dims;
 }
 
+// The block sizes of the kernel table.
+std::vector<int> built_block_sizes() {
+  size_t n = 0;
+  const KernelConfig* rows = supported_configs(&n);
+  std::vector<int> sizes;
+  for (size_t i = 0; i < n; ++i)
+    if (std::find(sizes.begin(), sizes.end(), rows[i].block_size) == sizes.end()) sizes.push_back(rows[i].block_size);
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
 std::vector<Config> all_configs() {
   std::vector<Config> configs;
   const int heads[][2] = {{1, 1}, {4, 4}, {8, 2}, {4, 1}};
@@ -499,15 +514,52 @@ std::vector<Config> all_configs() {
     configs.push_back({DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid, 0.f, {d, P::kHalfSplit}});
     configs.push_back(
         {DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid, 0.f, {d, P::kInterleaved, Pos::kTokenRow}});
-    configs.push_back({DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kValid, 0.f,
+    configs.push_back({DType::kFP16,
+                       d,
+                       8,
+                       2,
+                       LayoutKind::kPadded,
+                       OffsetsKind::kValid,
+                       0.f,
                        {d / 2, P::kHalfSplit, Pos::kInSequence, true, true}});
-    configs.push_back({DType::kBF16, d, 2, 2, LayoutKind::kHeadMajor, OffsetsKind::kUnownedEdges, 0.f,
+    configs.push_back({DType::kBF16,
+                       d,
+                       2,
+                       2,
+                       LayoutKind::kHeadMajor,
+                       OffsetsKind::kUnownedEdges,
+                       0.f,
                        {d / 2 + 2, P::kInterleaved, Pos::kInSequence, true, true, true, false}});
-    configs.push_back({DType::kBF16, d, 3, 3, LayoutKind::kPacked, OffsetsKind::kValid, 0.f,
+    configs.push_back({DType::kBF16,
+                       d,
+                       3,
+                       3,
+                       LayoutKind::kPacked,
+                       OffsetsKind::kValid,
+                       0.f,
                        {d, P::kInterleaved, Pos::kTokenRow, true, false, true, true}});  // the reference's convention
-    configs.push_back({DType::kFP16, d, 4, 1, LayoutKind::kPacked, OffsetsKind::kMalformed, 0.f,
+    configs.push_back({DType::kFP16,
+                       d,
+                       4,
+                       1,
+                       LayoutKind::kPacked,
+                       OffsetsKind::kMalformed,
+                       0.f,
                        {d - 16, P::kHalfSplit, Pos::kTokenRow, false, false, false, false}});
   }
+  // Other block sizes the table has (on the paths that have them): plain,
+  // GQA with padded rows and unowned edges, and rotary.
+  for (int b : built_block_sizes())
+    for (int d : built_head_dims()) {
+      if (b == kDefaultBlockSize) continue;
+      Config plain{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
+      Config gqa{DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
+      Config rope{DType::kBF16, d, 4, 2, LayoutKind::kPacked, OffsetsKind::kValid, 0.f, {d, P::kHalfSplit}};
+      for (Config c : {plain, gqa, rope}) {
+        c.block_size = b;
+        configs.push_back(c);
+      }
+    }
   return configs;
 }
 INSTANTIATE_TEST_SUITE_P(All, KernelTest, ::testing::ValuesIn(all_configs()), config_name);
@@ -675,17 +727,19 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
   const int64_t tokens = offsets_host.back(), num_seqs = static_cast<int64_t>(lengths.size());
   const Layout l = make_layout(tokens, 4, 128, LayoutKind::kPacked);
   DeviceBuffer<__nv_bfloat16> q(l.elems()), k(l.elems()), v(l.elems()), dout(l.elems()), out(l.elems());
-  for (auto* t : {&q, &k, &v, &dout}) t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
+  for (auto* t : {&q, &k, &v, &dout})
+    t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
   DeviceBuffer<int32_t> offsets(offsets_host.size());
   offsets.upload(offsets_host);
   DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
   const Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
-  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128)) {
+  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128, kDefaultBlockSize)) {
     ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
     fa.options.backend = backend;
     auto backward_grads = [&](bool reuse, const BackwardArgs& base) {
       DeviceBuffer<__nv_bfloat16> dq(l.elems()), dk(l.elems()), dv(l.elems());
-      for (auto* t : {&dq, &dk, &dv}) t->poison();
+      for (auto* t : {&dq, &dk, &dv})
+        t->poison();
       BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
       ba.shape = base.shape;
       ba.offsets = base.offsets;
