@@ -37,6 +37,7 @@ def jagged_self_attention(
     num_kv_heads: int | None = None,
     scale: float | None = None,
     rotary: "ops.Rotary | None" = None,
+    block_size: int = ops.BLOCK_SIZE,
 ) -> Tensor:
     """Block attention over one projection of x.
 
@@ -50,7 +51,7 @@ def jagged_self_attention(
             block_attention).
         num_q_heads, num_kv_heads: Hq and Hkv (default Hq); head_dim is
             N / (Hq + 2 Hkv), one of blockattn.SUPPORTED_HEAD_DIMS.
-        scale, rotary: as for block_attention.
+        scale, rotary, block_size: as for block_attention.
 
     Returns:
         [T, num_q_heads * head_dim], x's dtype. Differentiable in x, weight
@@ -61,17 +62,17 @@ def jagged_self_attention(
     z = torch.nn.functional.linear(x, weight, bias)
     q, k, v = _split(z, num_q_heads, num_kv_heads)
     ops._check_inputs(q, k, v, offsets)
+    ops._check_block_size(block_size, q)
     scale = ops._resolve_scale(scale, q.shape[2])
-    cos, sin, seq_start, flags = ops._check_rotary(rotary, q, offsets)
+    rot = ops._check_rotary(rotary, q, offsets)  # (cos, sin, seq_start, flags)
+    heads = (num_q_heads, num_kv_heads)
     if ops._plain_eager():
         if torch.is_grad_enabled() and z.requires_grad:
-            out = _PackedAttention.apply(z, offsets, num_q_heads, num_kv_heads, scale, cos, sin, seq_start, flags)
+            out = _PackedAttention.apply(z, offsets, *heads, scale, *rot, block_size)
         else:
-            out = _run_forward(z, offsets, num_q_heads, num_kv_heads, scale, (cos, sin, seq_start, flags))
+            out = _run_forward(z, offsets, *heads, scale, rot, block_size=block_size)
     else:
-        out = torch.ops.blockattn.packed_attention_fwd(
-            z, offsets, num_q_heads, num_kv_heads, scale, cos, sin, seq_start, flags
-        )
+        out = torch.ops.blockattn.packed_attention_fwd(z, offsets, *heads, scale, *rot, block_size)
     return out.view(x.shape[0], -1)
 
 
@@ -88,13 +89,14 @@ class JaggedSelfAttention(torch.nn.Module):
         num_kv_heads: int | None = None,
         bias: bool = True,
         scale: float | None = None,
+        block_size: int = ops.BLOCK_SIZE,
         device=None,
         dtype=None,
     ):
         super().__init__()
         self.in_features, self.num_q_heads, self.head_dim = in_features, num_q_heads, head_dim
         self.num_kv_heads = num_q_heads if num_kv_heads is None else num_kv_heads
-        self.scale = scale
+        self.scale, self.block_size = scale, block_size
         out_features = (num_q_heads + 2 * self.num_kv_heads) * head_dim
         factory = {"device": device, "dtype": dtype}
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features, **factory))
@@ -111,7 +113,7 @@ class JaggedSelfAttention(torch.nn.Module):
     def forward(self, x: Tensor, offsets: Tensor, rotary: "ops.Rotary | None" = None) -> Tensor:
         return jagged_self_attention(
             x, self.weight, self.bias, offsets, num_q_heads=self.num_q_heads, num_kv_heads=self.num_kv_heads,
-            scale=self.scale, rotary=rotary,
+            scale=self.scale, rotary=rotary, block_size=self.block_size,
         )  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -169,16 +171,18 @@ def _packed(z: Tensor) -> Tensor:
     return z if z.stride(1) == 1 else z.contiguous()
 
 
-def _run_forward(z, offsets, num_q_heads, num_kv_heads, scale, rot, keep_schedule=False):
+def _run_forward(z, offsets, num_q_heads, num_kv_heads, scale, rot, keep_schedule=False, block_size=ops.BLOCK_SIZE):
     q, k, v = _split(_packed(z), num_q_heads, num_kv_heads)
-    return ops._run_forward(q, k, v, offsets, scale, rot, keep_schedule=keep_schedule)
+    return ops._run_forward(q, k, v, offsets, scale, rot, keep_schedule=keep_schedule, block_size=block_size)
 
 
-def _run_backward(dout, z, offsets, num_q_heads, num_kv_heads, scale, rot, schedule=None) -> Tensor:
+def _run_backward(dout, z, offsets, num_q_heads, num_kv_heads, scale, rot, schedule=None,
+                  block_size=ops.BLOCK_SIZE) -> Tensor:  # fmt: skip
     """dz: dq, dk, dv written into its column slices by the one backward kernel."""
     q, k, v = _split(_packed(z), num_q_heads, num_kv_heads)
     dz = z.new_empty(z.shape)
-    ops._run_backward(dout, q, k, v, offsets, scale, rot, schedule, grads=_split(dz, num_q_heads, num_kv_heads))
+    ops._run_backward(dout, q, k, v, offsets, scale, rot, schedule, grads=_split(dz, num_q_heads, num_kv_heads),
+                      block_size=block_size)  # fmt: skip
     return dz
 
 
@@ -186,32 +190,36 @@ class _PackedAttention(torch.autograd.Function):
     """The plain-eager path (ops._plain_eager), reusing the forward's schedule."""
 
     @staticmethod
-    def forward(ctx, z, offsets, num_q_heads, num_kv_heads, scale, cos, sin, seq_start, flags):
+    def forward(ctx, z, offsets, num_q_heads, num_kv_heads, scale, cos, sin, seq_start, flags, block_size):
         rot = (cos, sin, seq_start, flags)
-        out, ctx.schedule = _run_forward(z, offsets, num_q_heads, num_kv_heads, scale, rot, keep_schedule=True)
+        out, ctx.schedule = _run_forward(z, offsets, num_q_heads, num_kv_heads, scale, rot, keep_schedule=True,
+                                         block_size=block_size)  # fmt: skip
         ctx.save_for_backward(z, offsets, cos, sin, seq_start)
-        ctx.heads, ctx.scale, ctx.flags = (num_q_heads, num_kv_heads), scale, flags
+        ctx.heads, ctx.scale, ctx.flags, ctx.block_size = (num_q_heads, num_kv_heads), scale, flags, block_size
         return out
 
     @staticmethod
     def backward(ctx, dout):
         z, offsets, cos, sin, seq_start = ctx.saved_tensors
         rot = (cos, sin, seq_start, ctx.flags)
-        dz = _run_backward(dout, z, offsets, *ctx.heads, ctx.scale, rot, schedule=ctx.schedule)
-        return (dz, *([None] * 8))
+        dz = _run_backward(dout, z, offsets, *ctx.heads, ctx.scale, rot, schedule=ctx.schedule,
+                           block_size=ctx.block_size)  # fmt: skip
+        return (dz, *([None] * 9))
 
 
 @torch.library.custom_op("blockattn::packed_attention_fwd", mutates_args=(), device_types="cuda")
 def packed_attention_fwd(
     z: Tensor, offsets: Tensor, num_q_heads: int, num_kv_heads: int, scale: float,
     cos: Tensor | None = None, sin: Tensor | None = None, seq_start: Tensor | None = None, rotary_flags: int = 0,
+    block_size: int = ops.BLOCK_SIZE,
 ) -> Tensor:  # fmt: skip
-    return _run_forward(z, offsets, num_q_heads, num_kv_heads, scale, (cos, sin, seq_start, rotary_flags))
+    return _run_forward(z, offsets, num_q_heads, num_kv_heads, scale, (cos, sin, seq_start, rotary_flags),
+                        block_size=block_size)  # fmt: skip
 
 
 @packed_attention_fwd.register_fake
 def _packed_attention_fwd_fake(z, offsets, num_q_heads, num_kv_heads, scale, cos=None, sin=None, seq_start=None,
-                               rotary_flags=0):  # fmt: skip
+                               rotary_flags=0, block_size=ops.BLOCK_SIZE):  # fmt: skip
     head_dim = z.shape[1] // (num_q_heads + 2 * num_kv_heads)
     return z.new_empty((z.shape[0], num_q_heads, head_dim))
 
@@ -220,39 +228,43 @@ def _packed_attention_fwd_fake(z, offsets, num_q_heads, num_kv_heads, scale, cos
 def packed_attention_bwd(
     dout: Tensor, z: Tensor, offsets: Tensor, num_q_heads: int, num_kv_heads: int, scale: float,
     cos: Tensor | None = None, sin: Tensor | None = None, seq_start: Tensor | None = None, rotary_flags: int = 0,
+    block_size: int = ops.BLOCK_SIZE,
 ) -> Tensor:  # fmt: skip
-    return _run_backward(dout, z, offsets, num_q_heads, num_kv_heads, scale, (cos, sin, seq_start, rotary_flags))
+    return _run_backward(dout, z, offsets, num_q_heads, num_kv_heads, scale, (cos, sin, seq_start, rotary_flags),
+                         block_size=block_size)  # fmt: skip
 
 
 @packed_attention_bwd.register_fake
 def _packed_attention_bwd_fake(dout, z, offsets, num_q_heads, num_kv_heads, scale, cos=None, sin=None,
-                               seq_start=None, rotary_flags=0):  # fmt: skip
+                               seq_start=None, rotary_flags=0, block_size=ops.BLOCK_SIZE):  # fmt: skip
     return z.new_empty(z.shape)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    z, offsets, num_q_heads, num_kv_heads, scale, cos, sin, seq_start, flags = inputs
+    z, offsets, num_q_heads, num_kv_heads, scale, cos, sin, seq_start, flags, block_size = inputs
     ctx.save_for_backward(z, offsets, cos, sin, seq_start)
-    ctx.heads, ctx.scale, ctx.flags = (num_q_heads, num_kv_heads), scale, flags
+    ctx.heads, ctx.scale, ctx.flags, ctx.block_size = (num_q_heads, num_kv_heads), scale, flags, block_size
 
 
 def _op_backward(ctx, dout):
     z, offsets, cos, sin, seq_start = ctx.saved_tensors
     dz = torch.ops.blockattn.packed_attention_bwd(dout, z, offsets, *ctx.heads, ctx.scale, cos, sin, seq_start,
-                                                  ctx.flags)  # fmt: skip
-    return (dz, *([None] * 8))
+                                                  ctx.flags, ctx.block_size)  # fmt: skip
+    return (dz, *([None] * 9))
 
 
 packed_attention_fwd.register_autograd(_op_backward, setup_context=_setup_context)
 
 
 @register_flop_formula(torch.ops.blockattn.packed_attention_fwd, get_raw=True)
-def _forward_flops(z, offsets, num_q_heads, num_kv_heads, scale, *args, **kwargs) -> int:
+def _forward_flops(z, offsets, num_q_heads, num_kv_heads, scale, cos=None, sin=None, seq_start=None, rotary_flags=0,
+                   block_size=ops.BLOCK_SIZE, **kwargs) -> int:  # fmt: skip
     head_dim = z.shape[1] // (num_q_heads + 2 * num_kv_heads)
-    return 4 * num_q_heads * head_dim * ops._block_area(offsets, z.shape[0])
+    return 4 * num_q_heads * head_dim * ops._block_area(offsets, z.shape[0], block_size)
 
 
 @register_flop_formula(torch.ops.blockattn.packed_attention_bwd, get_raw=True)
-def _backward_flops(dout, z, offsets, num_q_heads, num_kv_heads, scale, *args, **kwargs) -> int:
+def _backward_flops(dout, z, offsets, num_q_heads, num_kv_heads, scale, cos=None, sin=None, seq_start=None,
+                    rotary_flags=0, block_size=ops.BLOCK_SIZE, **kwargs) -> int:  # fmt: skip
     head_dim = z.shape[1] // (num_q_heads + 2 * num_kv_heads)
-    return 10 * num_q_heads * head_dim * ops._block_area(offsets, z.shape[0])
+    return 10 * num_q_heads * head_dim * ops._block_area(offsets, z.shape[0], block_size)

@@ -68,12 +68,19 @@ class Rotary:
 
 
 def block_attention(
-    q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None, rotary: Rotary | None = None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    offsets: Tensor,
+    *,
+    scale: float | None = None,
+    rotary: Rotary | None = None,
+    block_size: int = BLOCK_SIZE,
 ) -> Tensor:
     """Block-diagonal jagged self-attention.
 
     Sequence b is tokens [offsets[b], offsets[b+1]). Each sequence is cut into
-    blocks of BLOCK_SIZE (64) tokens from its first token (the last block may be shorter), and
+    blocks of block_size tokens from its first token (the last block may be shorter), and
     every query attends to exactly the keys of its own block:
     out[i] = softmax(scale * q_i . K_blk^T) . V_blk.
 
@@ -89,18 +96,33 @@ def block_attention(
             (e.g. past offsets[B] < T) are left uninitialized in out, dq, dk, dv.
         scale: softmax scale, default 1/sqrt(D).
         rotary: a Rotary to apply to q and k (and v) inside the kernels.
+        block_size: tokens per block, one of the built sizes for this head
+            dim and dtype (supported_configs(); 64, the default, everywhere;
+            32 on the portable kernels in the default build).
 
     Returns:
         out: [T, Hq, D], contiguous, q's dtype. Differentiable in q, k and v.
     """
     _check_inputs(q, k, v, offsets)
+    _check_block_size(block_size, q)
     scale = _resolve_scale(scale, q.shape[2])
     cos, sin, seq_start, flags = _check_rotary(rotary, q, offsets)
     if _plain_eager():
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-            return _BlockAttention.apply(q, k, v, offsets, scale, cos, sin, seq_start, flags)
-        return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, flags))  # nothing to differentiate
-    return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale, cos, sin, seq_start, flags)
+            return _BlockAttention.apply(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)
+        return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, flags), block_size=block_size)
+    return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)
+
+
+def _check_block_size(block_size, q) -> None:
+    """ValueError unless the kernel table has block_size for q's head dim and dtype."""
+    code = _DTYPE_CODES[q.dtype]
+    built = sorted({c.block_size for c in _lib.CONFIGS if c.head_dim == q.shape[2] and c.dtype == code})
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size not in built:
+        raise ValueError(
+            f"block_attention: block_size must be one of the built sizes for head_dim {q.shape[2]} "
+            f"({', '.join(map(str, built))}), got {block_size!r}"
+        )
 
 
 def _plain_eager() -> bool:
@@ -273,18 +295,19 @@ def _resolve_scale(scale, head_dim: int) -> float:
 # --------------------------------------------------------------------------- #
 
 
-def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float, rot=None, keep_schedule=False):
+def _run_forward(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float, rot=None, keep_schedule=False,
+                 block_size: int = BLOCK_SIZE):  # fmt: skip
     """out; with keep_schedule, (out, workspace holding the block schedule) for
     a backward to reuse. `rot` is (cos, sin, seq_start, flags) or None."""
     out, workspace = q.new_empty(q.shape), None
     if q.shape[0] != 0:
         q, k, v = _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
         workspace = _launch(_lib.forward, "forward", q, k, offsets, scale, (q, k, v, out, None, None, None, None),
-                            rotary=_rotary_fields(rot))  # fmt: skip
+                            rotary=_rotary_fields(rot), block_size=block_size)  # fmt: skip
     return (out, workspace) if keep_schedule else out
 
 
-def _run_backward(dout, q, k, v, offsets, scale: float, rot=None, schedule=None, grads=None):
+def _run_backward(dout, q, k, v, offsets, scale: float, rot=None, schedule=None, grads=None, block_size=BLOCK_SIZE):
     """dq, dk, dv; `schedule` is the forward's workspace when it may be reused,
     `grads` views to write dq, dk, dv into (else they are allocated)."""
     dq, dk, dv = grads if grads is not None else (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape))
@@ -292,7 +315,8 @@ def _run_backward(dout, q, k, v, offsets, scale: float, rot=None, schedule=None,
         return dq, dk, dv
     dout, q, k, v = _kernel_operand(dout), _kernel_operand(q), _kernel_operand(k), _kernel_operand(v)
     tensors = (q, k, v, None, dout, dq, dk, dv)
-    _launch(_lib.backward, "backward", q, k, offsets, scale, tensors, workspace=schedule, rotary=_rotary_fields(rot))
+    _launch(_lib.backward, "backward", q, k, offsets, scale, tensors, workspace=schedule, rotary=_rotary_fields(rot),
+            block_size=block_size)  # fmt: skip
     return dq, dk, dv
 
 
@@ -303,19 +327,19 @@ class _BlockAttention(torch.autograd.Function):
     the kernels check on the device that it matches)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, offsets, scale, cos, sin, seq_start, flags):
+    def forward(ctx, q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size):
         rot = (cos, sin, seq_start, flags)
-        out, ctx.schedule = _run_forward(q, k, v, offsets, scale, rot, keep_schedule=True)
+        out, ctx.schedule = _run_forward(q, k, v, offsets, scale, rot, keep_schedule=True, block_size=block_size)
         ctx.save_for_backward(q, k, v, offsets, cos, sin, seq_start)
-        ctx.scale, ctx.flags = scale, flags
+        ctx.scale, ctx.flags, ctx.block_size = scale, flags, block_size
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, offsets, cos, sin, seq_start = ctx.saved_tensors
         rot = (cos, sin, seq_start, ctx.flags)
-        grads = _run_backward(dout, q, k, v, offsets, ctx.scale, rot, schedule=ctx.schedule)
-        return (*grads, None, None, None, None, None, None)
+        grads = _run_backward(dout, q, k, v, offsets, ctx.scale, rot, schedule=ctx.schedule, block_size=ctx.block_size)
+        return (*grads, None, None, None, None, None, None, None)
 
 
 # The ops' trailing (cos, sin, seq_start, rotary_flags) describe rotary
@@ -324,12 +348,14 @@ class _BlockAttention(torch.autograd.Function):
 def block_attention_fwd(
     q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float,
     cos: Tensor | None = None, sin: Tensor | None = None, seq_start: Tensor | None = None, rotary_flags: int = 0,
+    block_size: int = BLOCK_SIZE,
 ) -> Tensor:  # fmt: skip
-    return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, rotary_flags))
+    return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, rotary_flags), block_size=block_size)
 
 
 @block_attention_fwd.register_fake
-def _block_attention_fwd_fake(q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0):
+def _block_attention_fwd_fake(q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0,
+                              block_size=BLOCK_SIZE):  # fmt: skip
     return q.new_empty(q.shape)
 
 
@@ -337,27 +363,29 @@ def _block_attention_fwd_fake(q, k, v, offsets, scale, cos=None, sin=None, seq_s
 def block_attention_bwd(
     dout: Tensor, q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, scale: float,
     cos: Tensor | None = None, sin: Tensor | None = None, seq_start: Tensor | None = None, rotary_flags: int = 0,
+    block_size: int = BLOCK_SIZE,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    return _run_backward(dout, q, k, v, offsets, scale, (cos, sin, seq_start, rotary_flags))
+    return _run_backward(dout, q, k, v, offsets, scale, (cos, sin, seq_start, rotary_flags), block_size=block_size)
 
 
 @block_attention_bwd.register_fake
-def _block_attention_bwd_fake(dout, q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0):
+def _block_attention_bwd_fake(dout, q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0,
+                              block_size=BLOCK_SIZE):  # fmt: skip
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, offsets, scale, cos, sin, seq_start, flags = inputs
+    q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size = inputs
     # The backward recomputes the probabilities, so the output is not saved.
     ctx.save_for_backward(q, k, v, offsets, cos, sin, seq_start)
-    ctx.scale, ctx.flags = scale, flags
+    ctx.scale, ctx.flags, ctx.block_size = scale, flags, block_size
 
 
 def _op_backward(ctx, dout):
     q, k, v, offsets, cos, sin, seq_start = ctx.saved_tensors
     dq, dk, dv = torch.ops.blockattn.block_attention_bwd(dout, q, k, v, offsets, ctx.scale, cos, sin, seq_start,
-                                                         ctx.flags)  # fmt: skip
-    return dq, dk, dv, None, None, None, None, None, None
+                                                         ctx.flags, ctx.block_size)  # fmt: skip
+    return dq, dk, dv, None, None, None, None, None, None, None
 
 
 block_attention_fwd.register_autograd(_op_backward, setup_context=_setup_context)
@@ -388,7 +416,7 @@ def _kernel_operand(t: Tensor) -> Tensor:
 
 
 def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: float, tensors, workspace=None,
-            rotary=None):  # fmt: skip
+            rotary=None, block_size=BLOCK_SIZE):  # fmt: skip
     """Runs a C entry point on q's device and that device's current stream;
     returns the workspace, which holds the call's block schedule.
 
@@ -401,7 +429,7 @@ def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: floa
     device = q.get_device()
     if device != torch._C._cuda_getDevice():
         with torch.cuda.device(device):
-            return _launch(entry, what, q, k, offsets, scale, tensors, workspace, rotary)
+            return _launch(entry, what, q, k, offsets, scale, tensors, workspace, rotary, block_size)
     num_seqs = offsets.shape[0] - 1
     reuse = workspace is not None
     if not reuse:
@@ -409,15 +437,16 @@ def _launch(entry, what: str, q: Tensor, k: Tensor, offsets: Tensor, scale: floa
         # cheap, stream-ordered, and drawn from the graph pool under capture.
         workspace = torch.empty(_lib.workspace_size(num_seqs, q.shape[0]), dtype=torch.uint8, device=q.device)
     args = _pack_args(q, k, offsets, scale, tensors, workspace.data_ptr(), workspace.numel(),
-                      torch._C._cuda_getCurrentRawStream(device), reuse, rotary)  # fmt: skip
+                      torch._C._cuda_getCurrentRawStream(device), reuse, rotary, block_size)  # fmt: skip
     _raise_on_failure(entry(args), f"blockattn {what}")
     return workspace
 
 
-def _pack_args(q, k, offsets, scale, tensors, workspace_ptr=0, workspace_bytes=0, stream=0, reuse=False, rotary=None):
+def _pack_args(q, k, offsets, scale, tensors, workspace_ptr=0, workspace_bytes=0, stream=0, reuse=False, rotary=None,
+               block_size=BLOCK_SIZE):  # fmt: skip
     """This thread's blockattn_args for q's problem (offsets contiguous)."""
     return _lib.pack_args(
-        offsets.shape[0] - 1, q.shape[0], q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], BLOCK_SIZE,
+        offsets.shape[0] - 1, q.shape[0], q.shape[1], k.shape[1], q.shape[2], _DTYPE_CODES[q.dtype], block_size,
         scale, _lib.BACKEND_AUTO, offsets.data_ptr(), tensors, workspace_ptr, workspace_bytes, stream, int(reuse),
         rotary,
     )  # fmt: skip
@@ -463,30 +492,32 @@ def backward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale:
 # --------------------------------------------------------------------------- #
 
 
-def _block_area(offsets: Tensor, total_tokens: int) -> int:
+def _block_area(offsets: Tensor, total_tokens: int, block_size: int = BLOCK_SIZE) -> int:
     """Sum over attention blocks of len^2, i.e. the number of (query, key) pairs.
 
     Reads offsets on the host, which is fine: this only runs under
     FlopCounterMode. Under fake tensors (compile-time estimates) the lengths are
-    unknown, so it returns the upper bound of BLOCK_SIZE keys per query.
+    unknown, so it returns the upper bound of block_size keys per query.
     """
     from torch._subclasses.fake_tensor import FakeTensor
     from torch._subclasses.functional_tensor import FunctionalTensor
 
     if isinstance(offsets, (FakeTensor, FunctionalTensor)) or offsets.device.type == "meta":
-        return BLOCK_SIZE * total_tokens
+        return block_size * total_tokens
     lengths = offsets.diff().long()
-    full_blocks, tail = lengths // BLOCK_SIZE, lengths % BLOCK_SIZE
-    return int((full_blocks * BLOCK_SIZE * BLOCK_SIZE + tail * tail).sum())
+    full_blocks, tail = lengths // block_size, lengths % block_size
+    return int((full_blocks * block_size * block_size + tail * tail).sum())
 
 
 @register_flop_formula(torch.ops.blockattn.block_attention_fwd, get_raw=True)
-def _forward_flops(q, k, v, offsets, scale, *args, **kwargs) -> int:
+def _forward_flops(q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0,
+                   block_size=BLOCK_SIZE, **kwargs) -> int:  # fmt: skip
     # Two matmuls (Q K^T and P V), 2 FLOPs per multiply-add, per query head.
-    return 4 * q.shape[1] * q.shape[2] * _block_area(offsets, q.shape[0])
+    return 4 * q.shape[1] * q.shape[2] * _block_area(offsets, q.shape[0], block_size)
 
 
 @register_flop_formula(torch.ops.blockattn.block_attention_bwd, get_raw=True)
-def _backward_flops(dout, q, k, v, offsets, scale, *args, **kwargs) -> int:
+def _backward_flops(dout, q, k, v, offsets, scale, cos=None, sin=None, seq_start=None, rotary_flags=0,
+                    block_size=BLOCK_SIZE, **kwargs) -> int:  # fmt: skip
     # Five matmuls (recomputed Q K^T, dO V^T, P^T dO, dS K, dS^T Q): 2.5x forward.
-    return 10 * q.shape[1] * q.shape[2] * _block_area(offsets, q.shape[0])
+    return 10 * q.shape[1] * q.shape[2] * _block_area(offsets, q.shape[0], block_size)

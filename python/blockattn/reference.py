@@ -30,6 +30,7 @@ def block_attention_reference(
     scale: float | None = None,
     *,
     compute_dtype: torch.dtype | None = None,
+    block_size: int = BLOCK_SIZE,
 ) -> Tensor:
     """block_attention in eager PyTorch: same arguments and result shape (see the module docstring)."""
     total, num_q_heads, head_dim = q.shape
@@ -39,7 +40,7 @@ def block_attention_reference(
     softmax_dtype = torch.promote_types(matmul_dtype, torch.float32)
     out_dtype = torch.float64 if compute_dtype == torch.float64 else q.dtype
 
-    rows, valid = _block_rows(offsets, total, q.device)
+    rows, valid = _block_rows(offsets, total, q.device, block_size)
     if rows.shape[0] == 0:  # no tokens at all: keep the result attached to the graph
         return (q * 0).to(out_dtype)
 
@@ -56,23 +57,23 @@ def block_attention_reference(
     return out_blocks.transpose(1, 2)[valid].to(out_dtype)
 
 
-def _block_rows(offsets: Tensor, total: int, device) -> tuple[Tensor, Tensor]:
+def _block_rows(offsets: Tensor, total: int, device, block_size: int) -> tuple[Tensor, Tensor]:
     """Token index of every (block, row) slot, and which slots hold a token.
 
     Padding slots point at token 0; their keys are masked and their query rows
     are dropped, so they only contribute exact zeros to the gradients.
     """
     lengths = _checked_lengths(offsets, total)
-    blocks = block_lengths(lengths).to(device)
+    blocks = block_lengths(lengths, block_size).to(device)
     starts = torch.cumsum(blocks, 0) - blocks
-    slot = torch.arange(BLOCK_SIZE, device=device)
+    slot = torch.arange(block_size, device=device)
     valid = slot < blocks[:, None]
     rows = torch.where(valid, starts[:, None] + slot, 0)
     return rows, valid
 
 
 def _gather_blocks(x: Tensor, rows: Tensor, dtype: torch.dtype) -> Tensor:
-    """[T, H, D] -> [blocks, H, 64, D]."""
+    """[T, H, D] -> [blocks, H, block_size, D]."""
     return x.to(dtype)[rows].transpose(1, 2)
 
 
@@ -130,6 +131,7 @@ def jagged_self_attention_reference(
     scale: float | None = None,
     rotary=None,
     compute_dtype: torch.dtype | None = None,
+    block_size: int = BLOCK_SIZE,
 ) -> Tensor:
     """blockattn.jagged_self_attention as unfused eager PyTorch: project,
     split, rotate, attend. [T, Hq D]; float64 inputs give the exact reference."""
@@ -143,5 +145,5 @@ def jagged_self_attention_reference(
         k = rotary_reference(k, offsets, rotary, compute_dtype=compute_dtype)
         if rotary.rotate_v:
             v = rotary_reference(v, offsets, rotary, compute_dtype=compute_dtype)
-    out = block_attention_reference(q, k, v, offsets, scale, compute_dtype=compute_dtype)
+    out = block_attention_reference(q, k, v, offsets, scale, compute_dtype=compute_dtype, block_size=block_size)
     return out.flatten(1)

@@ -75,19 +75,19 @@ def lengths_from_offsets(offsets: torch.Tensor) -> torch.Tensor:
     return offsets.detach().to("cpu", torch.int64).diff()
 
 
-def block_lengths(lengths: torch.Tensor) -> torch.Tensor:
-    """Lengths of all BLOCK_SIZE-token attention blocks, in token order (int64, lengths' device).
+def block_lengths(lengths: torch.Tensor, block_size: int = BLOCK_SIZE) -> torch.Tensor:
+    """Lengths of all block_size-token attention blocks, in token order (int64, lengths' device).
 
-    A sequence of length L contributes ceil(L / S) blocks (S = BLOCK_SIZE): S, ..., S, and a
+    A sequence of length L contributes ceil(L / S) blocks (S = block_size): S, ..., S, and a
     last one of L - S * (ceil(L / S) - 1) tokens. Empty sequences contribute none.
     """
     lengths = lengths.long()
-    counts = (lengths + BLOCK_SIZE - 1) // BLOCK_SIZE
+    counts = (lengths + block_size - 1) // block_size
     first_block = torch.cumsum(counts, 0) - counts
     total = int(counts.sum())
     index_in_seq = torch.arange(total, device=lengths.device) - first_block.repeat_interleave(counts)
-    remaining = lengths.repeat_interleave(counts) - BLOCK_SIZE * index_in_seq
-    return remaining.clamp(max=BLOCK_SIZE)
+    remaining = lengths.repeat_interleave(counts) - block_size * index_in_seq
+    return remaining.clamp(max=block_size)
 
 
 def block_offsets(offsets: torch.Tensor) -> torch.Tensor:

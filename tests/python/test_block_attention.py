@@ -568,3 +568,38 @@ def test_rotary_invalid_arguments(mutate, error, argument):
     base = dict(cos=torch.rand(100, 64, device="cuda"), sin=torch.rand(100, 64, device="cuda"))
     with pytest.raises(error, match=re.escape(argument)):
         block_attention(q, k, v, offsets, rotary=blockattn.Rotary(**mutate(base)))
+
+
+# --------------------------------------------------------------------------- #
+# Block sizes
+# --------------------------------------------------------------------------- #
+
+OTHER_BLOCK_SIZES = sorted({c["block_size"] for c in blockattn.supported_configs()} - {ops.BLOCK_SIZE})
+
+
+@pytest.mark.skipif(not OTHER_BLOCK_SIZES, reason="this build has only the default block size")
+@pytest.mark.parametrize("block_size", OTHER_BLOCK_SIZES)
+@pytest.mark.parametrize("hq,hkv,d", [(4, 4, 128), (8, 2, 64)], ids=["mha-d128", "gqa-d64"])
+def test_other_block_sizes_match_fp64_reference(hq, hkv, d, block_size):
+    q, k, v, offsets = make_batch(EDGE_LENGTHS + [31, 32, 33], hq, hkv, d, torch.bfloat16)
+    dout = torch.randn(q.shape, dtype=q.dtype, device="cuda")
+    ours = forward_backward(block_attention, q, k, v, offsets, dout, block_size=block_size)
+    eager = forward_backward(block_attention_reference, q, k, v, offsets, dout, block_size=block_size)
+    exact = forward_backward(block_attention_reference, q.double(), k.double(), v.double(), offsets, dout.double(),
+                             block_size=block_size)  # fmt: skip
+    default = forward_backward(block_attention, q, k, v, offsets, dout)
+    assert not torch.equal(ours[0], default[0])  # the blocking really changed
+    for name, got, same_precision, want in zip(RESULT_NAMES, ours, eager, exact):
+        err, eager_err = rel_l2(got, want), rel_l2(same_precision, want)
+        print(f"block {block_size} {name}: rel-L2 vs fp64: blockattn {err:.3e}, eager {eager_err:.3e}")
+        assert math.isfinite(err) and err <= ERROR_RATIO * eager_err, (name, err, eager_err)
+    # The custom ops (torch.compile's route) agree with the eager route.
+    compiled = torch.compile(lambda q, k, v: block_attention(q, k, v, offsets, block_size=block_size), fullgraph=True)
+    assert torch.equal(compiled(q, k, v), ours[0])
+
+
+@pytest.mark.parametrize("block_size", [48, 0, "64", True])
+def test_unbuilt_block_size_is_refused(block_size):
+    q, k, v, offsets = make_batch([5, 70], 2, 2, 64)
+    with pytest.raises(ValueError, match="block_size must be one of the built sizes"):
+        block_attention(q, k, v, offsets, block_size=block_size)
