@@ -27,6 +27,12 @@ _DTYPE_CODES = {torch.bfloat16: _lib.DTYPE_BF16, torch.float16: _lib.DTYPE_FP16}
 BLOCK_SIZE = _lib.DEFAULT_BLOCK_SIZE
 SUPPORTED_DTYPES = tuple(dt for dt, code in _DTYPE_CODES.items() if any(c.dtype == code for c in _lib.CONFIGS))
 SUPPORTED_HEAD_DIMS = tuple(sorted({c.head_dim for c in _lib.CONFIGS if c.block_size == BLOCK_SIZE}))
+# (dtype code, head dim) -> the built block sizes, as plain ints (torch.compile
+# traces dict lookups, not the ctypes rows).
+_BLOCK_SIZES = {
+    key: tuple(sorted({c.block_size for c in _lib.CONFIGS if (c.dtype, c.head_dim) == key}))
+    for key in {(c.dtype, c.head_dim) for c in _lib.CONFIGS}
+}
 _INT32_MAX = 2**31 - 1
 # The library takes the scale as a C float; outside this range it would round
 # to 0 (which the C ABI reads as "use the default") or to infinity.
@@ -116,8 +122,7 @@ def block_attention(
 
 def _check_block_size(block_size, q) -> None:
     """ValueError unless the kernel table has block_size for q's head dim and dtype."""
-    code = _DTYPE_CODES[q.dtype]
-    built = sorted({c.block_size for c in _lib.CONFIGS if c.head_dim == q.shape[2] and c.dtype == code})
+    built = _BLOCK_SIZES.get((_DTYPE_CODES[q.dtype], q.shape[2]), ())
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size not in built:
         raise ValueError(
             f"block_attention: block_size must be one of the built sizes for head_dim {q.shape[2]} "
