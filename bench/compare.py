@@ -115,21 +115,23 @@ class Case:
     blocks: torch.Tensor  # lengths of the 64-token blocks, in token order
     cu_blocks: torch.Tensor  # int32 cu_seqlens with one entry per block
     scale: float
+    block_size: int = BLOCK
 
     @property
     def total(self) -> int:
         return self.q.shape[0]
 
 
-def make_case(w: wl.Workload, seed: int) -> Case:
+def make_case(w: wl.Workload, seed: int, block_size: int = BLOCK) -> Case:
     lengths = w.lengths(seed)
     generator = torch.Generator("cuda").manual_seed(seed)
     q, k, v, offsets = wl.random_batch(
         lengths, w.num_q_heads, w.num_kv_heads, w.head_dim, dtype=w.dtype, device="cuda", generator=generator
     )
     dout = torch.randn(q.shape, dtype=q.dtype, device="cuda", generator=generator)
-    blocks = wl.block_lengths(lengths).cuda()
-    return Case(w, q, k, v, dout, offsets, blocks, wl.block_offsets(offsets), 1.0 / math.sqrt(w.head_dim))
+    blocks = wl.block_lengths(lengths, block_size).cuda()
+    cu_blocks = wl.block_offsets(offsets, block_size)
+    return Case(w, q, k, v, dout, offsets, blocks, cu_blocks, 1.0 / math.sqrt(w.head_dim), block_size)
 
 
 def leaves(*tensors):
@@ -182,10 +184,10 @@ def make_blockattn(c: Case) -> Impl:
     fwd_op, bwd_op = torch.ops.blockattn.block_attention_fwd, torch.ops.blockattn.block_attention_bwd
 
     def fwd():
-        return fwd_op(c.q, c.k, c.v, c.offsets, c.scale)
+        return fwd_op(c.q, c.k, c.v, c.offsets, c.scale, block_size=c.block_size)
 
     def bwd():
-        return bwd_op(c.dout, c.q, c.k, c.v, c.offsets, c.scale)
+        return bwd_op(c.dout, c.q, c.k, c.v, c.offsets, c.scale, block_size=c.block_size)
 
     def fwd_bwd():
         fwd()
@@ -199,13 +201,13 @@ def make_fa2(c: Case) -> Impl:
 
     def fwd():
         return aten._flash_attention_forward(
-            c.q, c.k, c.v, c.cu_blocks, c.cu_blocks, BLOCK, BLOCK, 0.0, False, False, scale=c.scale
+            c.q, c.k, c.v, c.cu_blocks, c.cu_blocks, c.block_size, c.block_size, 0.0, False, False, scale=c.scale
         )
 
     def bwd_of(saved):
         out, lse, rng_state, unused, _ = saved
         return aten._flash_attention_backward(
-            c.dout, c.q, c.k, c.v, out, lse, c.cu_blocks, c.cu_blocks, BLOCK, BLOCK,
+            c.dout, c.q, c.k, c.v, out, lse, c.cu_blocks, c.cu_blocks, c.block_size, c.block_size,
             0.0, False, rng_state, unused, scale=c.scale,
         )  # fmt: skip
 
@@ -353,7 +355,9 @@ IMPLEMENTATIONS = {
 }
 
 
-def selected_implementations(w: wl.Workload, with_flex: bool) -> list[str]:
+def selected_implementations(w: wl.Workload, with_flex: bool, block_size: int = BLOCK) -> list[str]:
+    if block_size != BLOCK:  # the padded, eager and flex baselines are written for 64-token blocks
+        return ["blockattn", "FA2 varlen"]
     names = ["blockattn", "FA2 varlen", "cuDNN padded", "cuDNN padded+copies", "varlen_attn"]
     if w.name.startswith("headline-"):
         names.append("eager reference")
@@ -397,16 +401,16 @@ def floors_ms(c: Case, bandwidth: float) -> dict[str, float]:
 
 
 def run_workload(w: wl.Workload, args, bandwidth: float) -> dict:
-    c = make_case(w, args.seed)
+    c = make_case(w, args.seed, args.block_size)
     floors = floors_ms(c, bandwidth)
     print(
         f"\n== {w.name}: B={w.batch} T={c.total:,} blocks={c.blocks.numel():,} Hq={w.num_q_heads} "
-        f"Hkv={w.num_kv_heads} D={w.head_dim} max_len={w.max_len} fill={w.fill}  "
+        f"Hkv={w.num_kv_heads} D={w.head_dim} max_len={w.max_len} fill={w.fill} block={c.block_size}  "
         f"floor fwd {floors['fwd']:.3f} ms, bwd {floors['bwd']:.3f} ms"
     )
     reference = make_blockattn(c).results()
     results = {}
-    for name in selected_implementations(w, args.with_flex):
+    for name in selected_implementations(w, args.with_flex, args.block_size):
         try:
             results[name] = measure(name, c, None if name == "blockattn" else reference)
         except Exception as exc:  # a failing baseline (OOM, missing backend) must not lose the others
@@ -422,6 +426,7 @@ def run_workload(w: wl.Workload, args, bandwidth: float) -> dict:
         "head_dim": w.head_dim,
         "max_len": w.max_len,
         "fill": w.fill,
+        "block_size": c.block_size,
         "tokens": c.total,
         "blocks": c.blocks.numel(),
         "floor_ms": floors,
@@ -526,6 +531,8 @@ def parse_args(argv=None):
     parser.add_argument("--workloads", help="comma-separated workload names (see docs/workloads.md)")
     parser.add_argument("--with-flex", action="store_true", help="add FlexAttention (slow: compiles per workload)")
     parser.add_argument("--seed", type=int, default=0, help="length and value seed (default 0)")
+    parser.add_argument("--block-size", type=int, default=BLOCK,
+                        help="tokens per block (default 64; others compare with FA2 varlen only)")  # fmt: skip
     parser.add_argument("--json", help="write the results as JSON to this path")
     parser.add_argument("--png", help="draw a chart to this path")
     return parser.parse_args(argv)

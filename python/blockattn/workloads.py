@@ -90,14 +90,14 @@ def block_lengths(lengths: torch.Tensor, block_size: int = BLOCK_SIZE) -> torch.
     return remaining.clamp(max=block_size)
 
 
-def block_offsets(offsets: torch.Tensor) -> torch.Tensor:
+def block_offsets(offsets: torch.Tensor, block_size: int = BLOCK_SIZE) -> torch.Tensor:
     """int32 cu_seqlens with one entry per attention block, on offsets' device (offsets[0] == 0).
 
     This turns block-diagonal attention into ordinary varlen attention with
-    max_seqlen BLOCK_SIZE, which is how FlashAttention-2 varlen and the cuDNN/varlen
+    max_seqlen block_size, which is how FlashAttention-2 varlen and the cuDNN/varlen
     baselines express it.
     """
-    blocks = block_lengths(lengths_from_offsets(offsets))
+    blocks = block_lengths(lengths_from_offsets(offsets), block_size)
     return offsets_from_lengths(blocks, device=offsets.device)
 
 
