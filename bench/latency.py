@@ -51,7 +51,7 @@ class FA2Varlen(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, lse, cu, rng, unused = ctx.saved_tensors
         dq, dk, dv = torch.ops.aten._flash_attention_backward(
-            dout, q, k, v, out, lse, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, rng, unused,
+            dout.contiguous(), q, k, v, out, lse, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, rng, unused,
             scale=ctx.scale,
         )  # fmt: skip
         return dq, dk, dv, None, None

@@ -40,11 +40,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (bench_ms, copy_bandwidth, make_case, Case, BLOCK)
+from latency import FA2Varlen  # noqa: E402  (FA2 varlen as flash_attn_varlen_func wraps it)
 
 import blockattn  # noqa: E402
 from blockattn import workloads as wl  # noqa: E402
 
-aten = torch.ops.aten
 
 
 # --------------------------------------------------------------------------- #
@@ -81,31 +81,6 @@ compiled_rotate_qkv = torch.compile(rotate_qkv)
 # The bwd timing replays one retained graph; compiled backwards that donate
 # their saved buffers refuse retain_graph.
 torch._functorch.config.donated_buffer = False
-
-
-# --------------------------------------------------------------------------- #
-# FA2 varlen with autograd (as flash_attn_varlen_func wraps it)
-# --------------------------------------------------------------------------- #
-
-
-class FA2Varlen(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, cu, scale):
-        out, lse, rng, unused, _ = aten._flash_attention_forward(
-            q, k, v, cu, cu, compare.BLOCK, compare.BLOCK, 0.0, False, False, scale=scale
-        )
-        ctx.save_for_backward(q, k, v, out, lse, cu, rng, unused)
-        ctx.scale = scale
-        return out
-
-    @staticmethod
-    def backward(ctx, dout):
-        q, k, v, out, lse, cu, rng, unused = ctx.saved_tensors
-        dq, dk, dv = aten._flash_attention_backward(
-            dout.contiguous(), q, k, v, out, lse, cu, cu, compare.BLOCK, compare.BLOCK, 0.0, False, rng, unused,
-            scale=ctx.scale,
-        )  # fmt: skip
-        return dq, dk, dv, None, None
 
 
 # --------------------------------------------------------------------------- #

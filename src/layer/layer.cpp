@@ -49,6 +49,20 @@ Status check_inputs(const LayerInputs& a, void* workspace, size_t workspace_byte
   return check_pointer("workspace", workspace);
 }
 
+// The [T, H, D] views of the q, k and v columns of a [T, N] projection (or
+// of the dq, dk and dv columns of its gradient): token stride N, head stride D.
+struct ColumnSlices {
+  TensorView q, k, v;
+};
+ColumnSlices column_slices(const LayerShape& s, const void* z) {
+  const int64_t width = s.projection_width();
+  char* base = static_cast<char*>(const_cast<void*>(z));
+  const int64_t head_bytes = int64_t{2} * s.head_dim;  // bf16 and fp16
+  return {{base, width, s.head_dim},
+          {base + s.num_q_heads * head_bytes, width, s.head_dim},
+          {base + (s.num_q_heads + s.num_kv_heads) * head_bytes, width, s.head_dim}};
+}
+
 // The attention's arguments on views of the projection `z` [T, N].
 template <typename Args>
 Args attention_over(const LayerInputs& a, const void* z) {
@@ -58,12 +72,8 @@ Args attention_over(const LayerInputs& a, const void* z) {
   args.offsets = a.offsets;
   args.options = a.options;
   args.rotary = a.rotary;
-  const int64_t width = s.projection_width();
-  char* base = static_cast<char*>(const_cast<void*>(z));
-  const int64_t head_bytes = int64_t{2} * s.head_dim;
-  args.q = {base, width, s.head_dim};
-  args.k = {base + s.num_q_heads * head_bytes, width, s.head_dim};
-  args.v = {base + (s.num_q_heads + s.num_kv_heads) * head_bytes, width, s.head_dim};
+  const ColumnSlices slices = column_slices(s, z);
+  args.q = slices.q, args.k = slices.k, args.v = slices.v;
   return args;
 }
 
@@ -116,11 +126,8 @@ Status layer_backward(const LayerBackwardArgs& a, void* workspace, size_t worksp
   const int64_t width = s.projection_width();
   BackwardArgs attention = attention_over<BackwardArgs>(a, a.z);
   attention.dout = {const_cast<void*>(a.dout), int64_t{s.num_q_heads} * s.head_dim, s.head_dim};
-  char* dz = static_cast<char*>(a.dz);
-  const int64_t head_bytes = int64_t{2} * s.head_dim;
-  attention.dq = {dz, width, s.head_dim};
-  attention.dk = {dz + s.num_q_heads * head_bytes, width, s.head_dim};
-  attention.dv = {dz + (s.num_q_heads + s.num_kv_heads) * head_bytes, width, s.head_dim};
+  const ColumnSlices grads = column_slices(s, a.dz);
+  attention.dq = grads.q, attention.dk = grads.k, attention.dv = grads.v;
   if ((a.bias == nullptr) != (a.dbias == nullptr))
     return invalid("layer: dbias must be given exactly when bias is (null bias: null dbias)");
   if (s.total_tokens == 0) return backward(attention, workspace, workspace_bytes, stream);
