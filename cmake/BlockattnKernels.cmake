@@ -1,6 +1,9 @@
 # Turns the kernel table (src/kernel_table.cmake) into build inputs:
 #   ${out_dir}/blockattn_kernel_table.inc   one BLOCKATTN_KERNEL(...) line per kernel
 #   ${out_dir}/kernels/<backend>_<op>_<dtype>_d<D>_b<B>[_rotary].cu   one compile unit per kernel
+#   ${out_dir}/blockattn_dense_kernel_table.inc   one BLOCKATTN_DENSE_KERNEL(...) line per dense kernel
+#   ${out_dir}/kernels/<backend>_dense_forward_<dtype>_d<D>.cu   one compile unit per dense kernel
+#                                                 (its causal and non-causal instantiations)
 # Rows are kept when their head dim is in BLOCKATTN_HEAD_DIMS and their block
 # size in BLOCKATTN_BLOCK_SIZES (both lists; empty = all).
 #
@@ -95,6 +98,57 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
       endforeach()
     endforeach()
   endforeach()
+  # The dense forward's table: no block size, and each kernel is built
+  # causal and non-causal.
+  set(dense_inc "// Generated from src/kernel_table.cmake by cmake/BlockattnKernels.cmake: do not edit.\n")
+  string(APPEND dense_inc "// BLOCKATTN_DENSE_KERNEL(backend, DType, C++ type, head_dim, automatic)\n")
+  set(dense_rows 0)
+  foreach(row IN LISTS BLOCKATTN_DENSE_KERNEL_TABLE)
+    string(REGEX REPLACE "[ \t]+" ";" fields "${row}")
+    list(LENGTH fields n)
+    if(NOT n EQUAL 4)
+      message(FATAL_ERROR "kernel_table.cmake: a dense row needs 4 fields, got '${row}'")
+    endif()
+    list(GET fields 0 backend)
+    list(GET fields 1 head_dim)
+    list(GET fields 2 dtypes)
+    list(GET fields 3 automatic)
+    if(NOT backend MATCHES "^(sm80|sm90)$" OR NOT automatic MATCHES "^(auto|manual)$")
+      message(FATAL_ERROR "kernel_table.cmake: bad dense row '${row}'")
+    endif()
+    if(BLOCKATTN_HEAD_DIMS AND NOT head_dim IN_LIST BLOCKATTN_HEAD_DIMS)
+      continue()
+    endif()
+    if(automatic STREQUAL "auto")
+      set(auto_flag true)
+    else()
+      set(auto_flag false)
+    endif()
+    string(REPLACE "," ";" dtypes "${dtypes}")
+    foreach(dtype IN LISTS dtypes)
+      set(cpp_type "${_BLOCKATTN_DTYPE_CPP_${dtype}}")
+      if(NOT cpp_type)
+        message(FATAL_ERROR "kernel_table.cmake: unknown dtype '${dtype}' in '${row}'")
+      endif()
+      string(APPEND dense_inc "BLOCKATTN_DENSE_KERNEL(${backend}, ${_BLOCKATTN_DTYPE_ENUM_${dtype}}, ${cpp_type}, "
+                              "${head_dim}, ${auto_flag})\n")
+      set(name "${backend}_dense_forward_${dtype}_d${head_dim}")
+      set(cu "// Generated from src/kernel_table.cmake by cmake/BlockattnKernels.cmake: do not edit.\n")
+      string(APPEND cu "// ${backend} dense forward kernel, ${dtype}, head_dim ${head_dim}, causal and not.\n")
+      string(APPEND cu "#include \"${backend}/dense_forward_kernel.cuh\"\n\n")
+      string(APPEND cu "BLOCKATTN_INSTANTIATE_DENSE_KERNEL(blockattn::${backend}::DenseParams, ${cpp_type}, ${head_dim})\n")
+      _blockattn_write_if_changed("${out_dir}/kernels/${name}.cu" "${cu}")
+      list(APPEND ${backend}_sources "${out_dir}/kernels/${name}.cu")
+      list(APPEND wanted_files "${out_dir}/kernels/${name}.cu")
+      math(EXPR dense_rows "${dense_rows} + 1")
+    endforeach()
+  endforeach()
+  if(dense_rows EQUAL 0)
+    message(FATAL_ERROR "BLOCKATTN_HEAD_DIMS='${BLOCKATTN_HEAD_DIMS}' leaves no row of BLOCKATTN_DENSE_KERNEL_TABLE "
+                        "(src/kernel_table.cmake)")
+  endif()
+  _blockattn_write_if_changed("${out_dir}/blockattn_dense_kernel_table.inc" "${dense_inc}")
+
   # Drop compile units of rows that left the table or the filters.
   file(GLOB stale "${out_dir}/kernels/*.cu")
   foreach(f IN LISTS stale)

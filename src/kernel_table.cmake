@@ -31,3 +31,17 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm80     backward   64        32          bf16,fp16  none,rotary  auto"
   "sm80     backward   128       32          bf16,fp16  none,rotary  auto"
 )
+
+# The dense forward (include/blockattn/dense.h): one row per (backend, head
+# dim); each kernel is built causal and non-causal. The sm80 kernels are the
+# correct-everywhere fallback, not tuned (docs/perf.md, "Dense forward").
+#
+#  backend  head_dim  dtypes     automatic
+set(BLOCKATTN_DENSE_KERNEL_TABLE
+  "sm90     64        bf16,fp16  auto"
+  "sm90     128       bf16,fp16  auto"
+  "sm90     256       bf16,fp16  auto"
+  "sm80     64        bf16,fp16  auto"
+  "sm80     128       bf16,fp16  auto"
+  "sm80     256       bf16,fp16  auto"
+)

@@ -16,11 +16,11 @@ from pathlib import Path
 # public headers (blockattn/...) and their own folder. Lower layers first.
 ALLOWED = {
     "src/schedule": set(),
-    "src/core": {"schedule", "blockattn_kernel_table.inc"},
+    "src/core": {"schedule", "blockattn_kernel_table.inc", "blockattn_dense_kernel_table.inc"},
     "src/common": {"core", "schedule"},
     "src/tile": {"common", "core", "schedule"},
-    "src/sm80": {"tile", "common", "core", "schedule", "blockattn_kernel_table.inc"},
-    "src/sm90": {"tile", "common", "core", "schedule", "blockattn_kernel_table.inc"},
+    "src/sm80": {"tile", "common", "core", "schedule", "blockattn_kernel_table.inc", "blockattn_dense_kernel_table.inc"},
+    "src/sm90": {"tile", "common", "core", "schedule", "blockattn_kernel_table.inc", "blockattn_dense_kernel_table.inc"},
     "src/backends": {"core", "schedule", "sm80/backend.h", "sm90/backend.h"},
     "src/api": {"backends", "core", "schedule"},
     "src/reference": {"schedule"},

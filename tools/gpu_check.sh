@@ -3,7 +3,7 @@
 # run the GPU tests (and the malformed-offsets ones under compute-sanitizer),
 # the Python suite, and the benchmarks; print a short summary table last.
 #
-#   STEPS="build sass test sanitize fuzz bench python compare layer" tools/gpu_check.sh
+#   STEPS="build sass test sanitize fuzz bench python compare layer dense" tools/gpu_check.sh
 # Logs and JSON go to $OUT (default: gpu_out/).
 #
 # BASELINE=<dir>: a checkout of an earlier version (e.g. `git archive` of a
@@ -55,7 +55,7 @@ if want sanitize; then
   # cases), the grouped-query and malformed-offsets cases and the schedule
   # kernel under the four compute-sanitizer tools (exact-size allocations:
   # memcheck reports any access past a tensor).
-  filter='*Malformed*:ScheduleKernel*:ReuseSchedule*:*KernelTest*_hq4_hkv4_packed_valid:*KernelTest*_rope*'
+  filter='*Malformed*:ScheduleKernel*:ReuseSchedule*:*KernelTest*_hq4_hkv4_packed_valid:*KernelTest*_rope*:DenseForward.Edge*'
   for tool in memcheck racecheck synccheck initcheck; do
     compute-sanitizer --tool $tool --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
     note $tool "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/$tool.log" | tail -1)"
@@ -123,6 +123,15 @@ if want layer && [ -f bench/layer_compare.py ]; then
   tail -30 "$OUT/layer_compare.log"
   build/bench/bench_layer 2>&1 | tee "$OUT/bench_layer.log"
   note layer "C++ bench_layer rc=${PIPESTATUS[0]}"
+fi
+
+if want dense && [ -f bench/dense_bench.py ]; then
+  # The dense forward against SDPA's FA2 and cuDNN backends and FlexAttention (issue 9).
+  PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" PYTHONUNBUFFERED=1 timeout 500 \
+    python3 bench/dense_bench.py ${DENSE_ARGS:-} --json "$OUT/dense_bench.json" --chart "$OUT/dense_bench.svg" \
+    >"$OUT/dense_bench.log" 2>&1
+  note dense "rc=$? (dense_bench.log)"
+  cat "$OUT/dense_bench.log"
 fi
 
 echo

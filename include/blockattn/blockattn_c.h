@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define BLOCKATTN_C_ABI_VERSION 3
+#define BLOCKATTN_C_ABI_VERSION 4
 
 #if defined(__GNUC__)
 #define BLOCKATTN_C_API __attribute__((visibility("default")))
@@ -99,6 +99,43 @@ typedef struct {
   int32_t automatic;
 } blockattn_config;
 
+/* Version 4: the dense forward (blockattn/dense.h). A [B, H, S, D] view:
+ * element (b, h, s, d) at data + b*batch_stride + h*head_stride + s*seq_stride + d. */
+typedef struct {
+  void* data;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t seq_stride;
+} blockattn_dense_tensor;
+
+/* Same versioning rule as blockattn_args: new fields are appended. */
+typedef struct {
+  size_t struct_size; /* sizeof(blockattn_dense_args) as the caller compiled it */
+  int64_t batch;
+  int64_t seq_len;
+  int32_t num_q_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t dtype;       /* BLOCKATTN_BF16 or BLOCKATTN_FP16 */
+  int32_t causal;      /* nonzero: key j attends to query i only when j <= i */
+  float softmax_scale; /* 0 = 1/sqrt(head_dim); else finite and positive */
+  int32_t backend;     /* BLOCKATTN_BACKEND_* */
+  blockattn_dense_tensor q, k, v, out;
+  float* lse; /* optional [B, Hq, S] fp32 output, contiguous; null = not written */
+  void* stream;
+} blockattn_dense_args;
+
+#define BLOCKATTN_DENSE_ARGS_INIT \
+  { sizeof(blockattn_dense_args) }
+
+/* One row of the dense kernel table (blockattn::DenseKernelConfig). */
+typedef struct {
+  int32_t backend;
+  int32_t dtype;
+  int32_t head_dim;
+  int32_t automatic;
+} blockattn_dense_config;
+
 BLOCKATTN_C_API int blockattn_abi_version(void);
 /* The library's version, "major.minor.patch". */
 BLOCKATTN_C_API const char* blockattn_version(void);
@@ -117,6 +154,12 @@ BLOCKATTN_C_API blockattn_status blockattn_backward(const blockattn_args* args);
 /* The backend (BLOCKATTN_BACKEND_PORTABLE or _HOPPER) the call would run. */
 BLOCKATTN_C_API blockattn_status blockattn_forward_backend(const blockattn_args* args, int32_t* chosen);
 BLOCKATTN_C_API blockattn_status blockattn_backward_backend(const blockattn_args* args, int32_t* chosen);
+
+/* Version 4: the dense forward. */
+BLOCKATTN_C_API size_t blockattn_dense_config_count(void);
+BLOCKATTN_C_API blockattn_status blockattn_dense_config_at(size_t index, blockattn_dense_config* config);
+BLOCKATTN_C_API blockattn_status blockattn_dense_forward(const blockattn_dense_args* args);
+BLOCKATTN_C_API blockattn_status blockattn_dense_forward_backend(const blockattn_dense_args* args, int32_t* chosen);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,7 @@ import struct
 import threading
 from pathlib import Path
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 LIBRARY_NAME = "libblockattn.so"
 
 # blockattn_status values.
@@ -152,6 +152,54 @@ class Config(ctypes.Structure):
     ]
 
 
+class DenseTensorView(ctypes.Structure):
+    """blockattn_dense_tensor: element (b, h, s, d) at data + b*batch_stride + h*head_stride + s*seq_stride + d."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("batch_stride", ctypes.c_int64),
+        ("head_stride", ctypes.c_int64),
+        ("seq_stride", ctypes.c_int64),
+    ]
+
+
+class DenseArgs(ctypes.Structure):
+    """blockattn_dense_args (version 4); struct_size is set by the constructor."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("batch", ctypes.c_int64),
+        ("seq_len", ctypes.c_int64),
+        ("num_q_heads", ctypes.c_int32),
+        ("num_kv_heads", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("causal", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_float),
+        ("backend", ctypes.c_int32),
+        ("q", DenseTensorView),
+        ("k", DenseTensorView),
+        ("v", DenseTensorView),
+        ("out", DenseTensorView),
+        ("lse", ctypes.c_void_p),
+        ("stream", ctypes.c_void_p),
+    ]
+
+    def __init__(self, **fields):
+        super().__init__(struct_size=ctypes.sizeof(DenseArgs), **fields)
+
+
+class DenseConfig(ctypes.Structure):
+    """blockattn_dense_config: one row of the dense kernel table."""
+
+    _fields_ = [
+        ("backend", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("automatic", ctypes.c_int32),
+    ]
+
+
 def _candidate_paths() -> list[Path]:
     """Where to look, in order. An explicit BLOCKATTN_LIBRARY is the only candidate."""
     explicit = os.environ.get("BLOCKATTN_LIBRARY")
@@ -209,6 +257,14 @@ def _declare(lib: ctypes.CDLL) -> None:
     for name in ("blockattn_forward_backend", "blockattn_backward_backend"):
         getattr(lib, name).argtypes = [ctypes.POINTER(Args), ctypes.POINTER(ctypes.c_int32)]
         getattr(lib, name).restype = ctypes.c_int
+    lib.blockattn_dense_config_count.argtypes = []
+    lib.blockattn_dense_config_count.restype = ctypes.c_size_t
+    lib.blockattn_dense_config_at.argtypes = [ctypes.c_size_t, ctypes.POINTER(DenseConfig)]
+    lib.blockattn_dense_config_at.restype = ctypes.c_int
+    lib.blockattn_dense_forward.argtypes = [ctypes.POINTER(DenseArgs)]
+    lib.blockattn_dense_forward.restype = ctypes.c_int
+    lib.blockattn_dense_forward_backend.argtypes = [ctypes.POINTER(DenseArgs), ctypes.POINTER(ctypes.c_int32)]
+    lib.blockattn_dense_forward_backend.restype = ctypes.c_int
 
 
 _LIB, LIBRARY_PATH = _load()
@@ -226,6 +282,8 @@ forward = _LIB.blockattn_forward
 backward = _LIB.blockattn_backward
 forward_backend = _LIB.blockattn_forward_backend
 backward_backend = _LIB.blockattn_backward_backend
+dense_forward = _LIB.blockattn_dense_forward
+dense_forward_backend = _LIB.blockattn_dense_forward_backend
 
 # What the library was built with: tensors' alignment rule, the default block
 # size and the kernel table. Read once here; nothing in Python repeats them.
@@ -252,3 +310,16 @@ def last_error() -> str:
 
 
 CONFIGS = _read_configs()
+
+
+def _read_dense_configs() -> tuple[DenseConfig, ...]:
+    rows = []
+    for i in range(_LIB.blockattn_dense_config_count()):
+        row = DenseConfig()
+        if _LIB.blockattn_dense_config_at(i, ctypes.byref(row)) != OK:
+            raise ImportError(f"blockattn: reading dense kernel table row {i} failed: {last_error()}")
+        rows.append(row)
+    return tuple(rows)
+
+
+DENSE_CONFIGS = _read_dense_configs()

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "blockattn/blockattn.h"
+#include "blockattn/dense.h"
 
 namespace {
 
@@ -113,6 +114,36 @@ blockattn_status query_backend(const blockattn_args* args, int32_t* chosen, ToCp
   return finish(s);
 }
 
+// The dense forward's arguments, read the same way (every field through
+// `stream` exists since version 4, the first to have them).
+const char* read_dense_args(const blockattn_dense_args* args, blockattn_dense_args* local) {
+  if (args == nullptr) return "blockattn: args must not be null";
+  if (args->struct_size < offsetof(blockattn_dense_args, stream) + sizeof(void*))
+    return "blockattn: args->struct_size is smaller than any version of blockattn_dense_args (initialize with "
+           "BLOCKATTN_DENSE_ARGS_INIT)";
+  *local = blockattn_dense_args{};
+  std::memcpy(static_cast<void*>(local), args, std::min(args->struct_size, sizeof(blockattn_dense_args)));
+  return nullptr;
+}
+
+blockattn::DenseTensorView dense_view(const blockattn_dense_tensor& t) {
+  return {t.data, t.batch_stride, t.head_stride, t.seq_stride};
+}
+
+blockattn::DenseForwardArgs dense_args(const blockattn_dense_args& a) {
+  blockattn::DenseForwardArgs d;
+  d.shape = {a.batch, a.seq_len, a.num_q_heads, a.num_kv_heads, a.head_dim, static_cast<blockattn::DType>(a.dtype)};
+  d.q = dense_view(a.q);
+  d.k = dense_view(a.k);
+  d.v = dense_view(a.v);
+  d.out = dense_view(a.out);
+  d.lse = a.lse;
+  d.causal = a.causal != 0;
+  d.softmax_scale = a.softmax_scale;
+  d.backend = static_cast<blockattn::Backend>(a.backend);
+  return d;
+}
+
 }  // namespace
 
 extern "C" int blockattn_abi_version(void) { return BLOCKATTN_C_ABI_VERSION; }
@@ -177,4 +208,37 @@ extern "C" blockattn_status blockattn_forward_backend(const blockattn_args* args
 
 extern "C" blockattn_status blockattn_backward_backend(const blockattn_args* args, int32_t* chosen) {
   return query_backend(args, chosen, backward_args, blockattn::backward_backend);
+}
+
+extern "C" size_t blockattn_dense_config_count(void) {
+  size_t n = 0;
+  blockattn::dense_configs(&n);
+  return n;
+}
+
+extern "C" blockattn_status blockattn_dense_config_at(size_t index, blockattn_dense_config* config) {
+  size_t n = 0;
+  const blockattn::DenseKernelConfig* rows = blockattn::dense_configs(&n);
+  if (config == nullptr) return fail("blockattn: config must not be null");
+  if (index >= n) return fail("blockattn: index must be < blockattn_dense_config_count()");
+  const blockattn::DenseKernelConfig& c = rows[index];
+  *config = {static_cast<int32_t>(c.backend), static_cast<int32_t>(c.dtype), c.head_dim, c.automatic ? 1 : 0};
+  set_last_error("");
+  return BLOCKATTN_OK;
+}
+
+extern "C" blockattn_status blockattn_dense_forward(const blockattn_dense_args* args) {
+  blockattn_dense_args a;
+  if (const char* error = read_dense_args(args, &a)) return fail(error);
+  return finish(blockattn::dense_forward(dense_args(a), static_cast<cudaStream_t>(a.stream)));
+}
+
+extern "C" blockattn_status blockattn_dense_forward_backend(const blockattn_dense_args* args, int32_t* chosen) {
+  blockattn_dense_args a;
+  if (const char* error = read_dense_args(args, &a)) return fail(error);
+  if (chosen == nullptr) return fail("blockattn: chosen must not be null");
+  blockattn::Backend b = blockattn::Backend::kAuto;
+  const blockattn::Status s = blockattn::dense_forward_backend(dense_args(a), &b);
+  if (s.ok()) *chosen = static_cast<int32_t>(b);
+  return finish(s);
 }

@@ -14,4 +14,9 @@ BackendList in_preference_order() {
   return {std::begin(kOrder), std::end(kOrder)};
 }
 
+DenseBackendList dense_in_preference_order() {
+  static const core::DenseKernelBackend* const kOrder[] = {&sm90::dense_backend(), &sm80::dense_backend()};
+  return {std::begin(kOrder), std::end(kOrder)};
+}
+
 }  // namespace blockattn::backends

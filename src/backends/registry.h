@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "core/dense_problem.h"
 #include "core/kernel_backend.h"
 
 namespace blockattn::backends {
@@ -16,5 +17,15 @@ struct BackendList {
 };
 
 BackendList in_preference_order();
+
+struct DenseBackendList {
+  const core::DenseKernelBackend* const* begin_;
+  const core::DenseKernelBackend* const* end_;
+  const core::DenseKernelBackend* const* begin() const { return begin_; }
+  const core::DenseKernelBackend* const* end() const { return end_; }
+};
+
+// The dense forward's backends, in the same order.
+DenseBackendList dense_in_preference_order();
 
 }  // namespace blockattn::backends

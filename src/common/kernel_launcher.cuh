@@ -3,6 +3,7 @@
 // every backend's launch and occupancy functions (common/kernel_entry.h).
 #pragma once
 
+#include "common/dense_kernel_entry.h"
 #include "common/kernel_entry.h"
 #include "core/device_info.h"
 
@@ -49,6 +50,26 @@ int kernel_ctas_per_sm() {
   return LauncherOf<Params, Op, T, D, B, F>::ctas_per_sm();
 }
 
+// The dense forward's kernels, the same way: each backend's dense kernel
+// header specializes DenseKernelOf<its DenseParams, T, D, kCausal>.
+template <typename Params, typename T, int D, bool kCausal>
+struct DenseKernelOf;
+
+template <typename Params, typename T, int D, bool kCausal>
+using DenseLauncherOf = KernelLauncher<Params, DenseKernelOf<Params, T, D, kCausal>::kernel,
+                                       DenseKernelOf<Params, T, D, kCausal>::Config::kThreads,
+                                       DenseKernelOf<Params, T, D, kCausal>::Config::kSmemBytes>;
+
+template <typename Params, typename T, int D, bool kCausal>
+cudaError_t launch_dense_kernel(const Params& p, int num_ctas, cudaStream_t stream) {
+  return DenseLauncherOf<Params, T, D, kCausal>::launch(p, num_ctas, stream);
+}
+
+template <typename Params, typename T, int D, bool kCausal>
+int dense_kernel_ctas_per_sm() {
+  return DenseLauncherOf<Params, T, D, kCausal>::ctas_per_sm();
+}
+
 }  // namespace blockattn
 
 // Registers `Arch::kernel_fn<T, D, B, F>` with config `Arch::ConfigT<T, D, B>`
@@ -69,4 +90,24 @@ int kernel_ctas_per_sm() {
   namespace blockattn {                                                                                       \
   template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B, F>(const Params&, int, cudaStream_t); \
   template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B, F>();                                    \
+  }
+
+// Registers `Arch::kernel_fn<T, D, kCausal>` with config `Arch::ConfigT<T, D>`
+// as the dense forward kernel of backend Arch.
+#define BLOCKATTN_DENSE_KERNEL_OF(Arch, kernel_fn, ConfigT)          \
+  namespace blockattn {                                              \
+  template <typename T, int D, bool kCausal>                         \
+  struct DenseKernelOf<Arch::DenseParams, T, D, kCausal> {           \
+    using Config = Arch::ConfigT<T, D>;                              \
+    static constexpr auto kernel = Arch::kernel_fn<T, D, kCausal>;   \
+  };                                                                 \
+  }
+
+// Both instantiations (non-causal, causal) of one dense table row.
+#define BLOCKATTN_INSTANTIATE_DENSE_KERNEL(Params, T, D)                                          \
+  namespace blockattn {                                                                           \
+  template cudaError_t launch_dense_kernel<Params, T, D, false>(const Params&, int, cudaStream_t); \
+  template cudaError_t launch_dense_kernel<Params, T, D, true>(const Params&, int, cudaStream_t);  \
+  template int dense_kernel_ctas_per_sm<Params, T, D, false>();                                   \
+  template int dense_kernel_ctas_per_sm<Params, T, D, true>();                                    \
   }

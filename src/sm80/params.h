@@ -5,7 +5,9 @@
 #include <cuda_runtime_api.h>
 
 #include "blockattn/blockattn.h"
+#include "blockattn/dense.h"
 #include "common/attention_params.h"
+#include "common/dense_params.h"
 
 namespace blockattn::sm80 {
 
@@ -14,6 +16,13 @@ struct Params {
   TensorView out;               // forward
   TensorView dout, dq, dk, dv;  // backward
   AttentionParams attn;
+};
+
+// The dense forward's: a work unit is kDenseRowsPerUnit query rows (16 per warp).
+inline constexpr int kDenseRowsPerUnit = 64;
+struct DenseParams {
+  DenseTensorView q, k, v, out;
+  DenseAttnParams attn;
 };
 
 }  // namespace blockattn::sm80

@@ -15,6 +15,21 @@
 
 namespace blockattn::sm90 {
 
+// Runs `producer()` on thread 0 of warpgroup 0 and `consumer(c)` on
+// warpgroup 1 + c, each role with its register budget (setmaxnreg: one role
+// per branch). The caller has initialized its barriers and synchronized.
+template <typename Cfg, typename Producer, typename Consumer>
+__device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& consumer) {
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    set_max_registers_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) producer();
+  } else {
+    set_max_registers_inc<Cfg::kConsumerRegs>();
+    consumer(warpgroup - 1);
+  }
+}
+
 // Initializes the ring's barriers (a stage is released by one arrival from
 // each of the 4 warps of the consumer that read it), then runs `producer()` on
 // warpgroup 0 and `consumer(c)` on warpgroup 1 + c, each role with its register
@@ -30,14 +45,7 @@ __device__ __forceinline__ void run_warp_specialized(Barrier* full, Barrier* emp
     fence_barrier_init();
   }
   __syncthreads();
-  const int warpgroup = threadIdx.x / 128;
-  if (warpgroup == 0) {
-    set_max_registers_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0) producer();
-  } else {
-    set_max_registers_inc<Cfg::kConsumerRegs>();
-    consumer(warpgroup - 1);
-  }
+  split_roles<Cfg>(producer, consumer);
 }
 
 // A consumer warp hands its stage back to the producer: its generic-proxy

@@ -32,4 +32,17 @@ __device__ __forceinline__ void load_block_tiles(const TmaTile (&tiles)[kN], int
     }
 }
 
+// The dense forward's: rows [row, row + box rows) of one (batch, head) of a
+// [B, H, S, D] tensor (rank-4 map, sm90/tensor_map.h), chunk by chunk.
+template <int kChunks, int kChunkBytes>
+__device__ __forceinline__ void load_dense_tile(const CUtensorMap* map, void* dst, int32_t row, int32_t head,
+                                                int32_t batch, Barrier& full) {
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int32_t at[4] = {c * tile::kChunkCols, row, head, batch};
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, static_cast<unsigned char*>(dst) + c * kChunkBytes,
+                              map, at, &full.word);
+  }
+}
+
 }  // namespace blockattn::sm90

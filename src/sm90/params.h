@@ -6,7 +6,9 @@
 #include <cuda_runtime_api.h>
 
 #include "blockattn/blockattn.h"
+#include "blockattn/dense.h"
 #include "common/attention_params.h"
+#include "common/dense_params.h"
 
 namespace blockattn::sm90 {
 
@@ -18,6 +20,19 @@ struct Params {
   TensorView out;         // forward
   TensorView dq, dk, dv;  // backward
   AttentionParams attn;
+};
+
+// The dense forward's: TMA maps of q, k, v ([B, H, S, D], rank 4) and the
+// output, written with plain stores that skip rows past the sequence end. A
+// work unit is kDenseRowsPerUnit query rows, 64 per consumer warpgroup.
+inline constexpr int kDenseRowsPerUnit = 128;
+// Keys per K/V tile (and TMA box rows): 128 while S, P and O fit in a consumer's
+// registers side by side; at D = 256, O alone takes 128 registers per thread.
+constexpr int dense_keys_per_tile(int head_dim) { return head_dim <= 128 ? 128 : 64; }
+struct DenseParams {
+  CUtensorMap q_map, k_map, v_map;
+  DenseTensorView out;
+  DenseAttnParams attn;
 };
 
 }  // namespace blockattn::sm90

@@ -19,46 +19,82 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-}  // namespace
-
-const char* tma_layout_problem(const TensorView& t, int heads) {
-  // TMA needs positive strides below 2^40 bytes; a zero (broadcast) stride
-  // goes to the portable path.
-  constexpr int64_t kMaxStrideElems = (int64_t{1} << 40) / 2;
-  if (heads > 1 && (t.head_stride <= 0 || t.head_stride >= kMaxStrideElems))
-    return "head_stride must be positive and below 2^40 bytes for TMA";
-  if (t.token_stride <= 0 || t.token_stride >= kMaxStrideElems)
-    return "token_stride must be positive and below 2^40 bytes for TMA";
-  return nullptr;
-}
-
-bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
-                          uint32_t box_rows, const char** error) {
+// A tiled map with 128-byte swizzle over `rank` dims (innermost first; the
+// innermost contiguous, its box 64 x 16-bit = one 128-byte swizzle row).
+// Out-of-range rows read as zeros.
+template <int kRank>
+bool encode_tiled(CUtensorMap* map, DType dtype, void* data, const cuuint64_t (&dims)[kRank],
+                  const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char** error) {
   const auto encode = encode_fn();
   if (encode == nullptr) {
     *error = "cuTensorMapEncodeTiled is not available from the driver";
     return false;
   }
-  if (const char* why = tma_layout_problem(t, heads)) {
-    *error = why;
-    return false;
-  }
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(heads),
-                              static_cast<cuuint64_t>(tokens)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(heads > 1 ? t.head_stride : head_dim) * 2,
-                                 static_cast<cuuint64_t>(t.token_stride) * 2};
-  const cuuint32_t box[3] = {64, 1, box_rows};  // 64 x 16-bit = one 128-byte swizzle row
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r =
-      encode(map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, t.data,
-             dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  cuuint32_t element_strides[kRank];
+  for (int i = 0; i < kRank; ++i)
+    element_strides[i] = 1;
+  const CUresult r = encode(map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            kRank, data, dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     *error = r == CUDA_ERROR_INVALID_CONTEXT ? "cuTensorMapEncodeTiled found no current CUDA context"
                                              : "cuTensorMapEncodeTiled rejected the tensor layout";
     return false;
   }
   return true;
+}
+
+// TMA needs positive strides below 2^40 bytes; a zero (broadcast) stride goes
+// to the portable path. A dim of extent 1 never advances, so its stride is moot.
+constexpr int64_t kMaxStrideElems = (int64_t{1} << 40) / 2;
+bool tma_stride_ok(int64_t stride, int64_t extent) { return extent <= 1 || (stride > 0 && stride < kMaxStrideElems); }
+cuuint64_t tma_byte_stride(int64_t stride, int64_t extent, int64_t fallback) {
+  return static_cast<cuuint64_t>(extent > 1 ? stride : fallback) * 2;
+}
+
+}  // namespace
+
+const char* tma_layout_problem(const TensorView& t, int heads) {
+  if (!tma_stride_ok(t.head_stride, heads)) return "head_stride must be positive and below 2^40 bytes for TMA";
+  if (!tma_stride_ok(t.token_stride, 2)) return "token_stride must be positive and below 2^40 bytes for TMA";
+  return nullptr;
+}
+
+bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
+                          uint32_t box_rows, const char** error) {
+  if (const char* why = tma_layout_problem(t, heads)) {
+    *error = why;
+    return false;
+  }
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(tokens)};
+  const cuuint64_t strides[2] = {tma_byte_stride(t.head_stride, heads, head_dim),
+                                 static_cast<cuuint64_t>(t.token_stride) * 2};
+  const cuuint32_t box[3] = {64, 1, box_rows};
+  return encode_tiled<3>(map, dtype, t.data, dims, strides, box, error);
+}
+
+const char* dense_tma_layout_problem(const DenseTensorView& t, int64_t batch, int heads, int64_t seq_len) {
+  if (!tma_stride_ok(t.seq_stride, seq_len)) return "seq_stride must be positive and below 2^40 bytes for TMA";
+  if (!tma_stride_ok(t.head_stride, heads)) return "head_stride must be positive and below 2^40 bytes for TMA";
+  if (!tma_stride_ok(t.batch_stride, batch)) return "batch_stride must be positive and below 2^40 bytes for TMA";
+  return nullptr;
+}
+
+bool encode_dense_tile_map(CUtensorMap* map, const DenseTensorView& t, DType dtype, int64_t batch, int heads,
+                           int64_t seq_len, int head_dim, uint32_t box_rows, const char** error) {
+  if (const char* why = dense_tma_layout_problem(t, batch, heads, seq_len)) {
+    *error = why;
+    return false;
+  }
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(seq_len),
+                              static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[3] = {tma_byte_stride(t.seq_stride, seq_len, head_dim),
+                                 tma_byte_stride(t.head_stride, heads, head_dim * seq_len),
+                                 tma_byte_stride(t.batch_stride, batch, head_dim * seq_len * heads)};
+  const cuuint32_t box[4] = {64, box_rows, 1, 1};
+  return encode_tiled<4>(map, dtype, t.data, dims, strides, box, error);
 }
 
 }  // namespace blockattn::sm90

@@ -8,6 +8,7 @@
 #include <cuda.h>
 
 #include "blockattn/blockattn.h"
+#include "blockattn/dense.h"
 
 namespace blockattn::sm90 {
 
@@ -21,5 +22,11 @@ const char* tma_layout_problem(const TensorView& t, int heads);
 // with `error` set, if the driver rejects the layout.
 bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
                           uint32_t box_rows, const char** error);
+
+// The dense forward's [B, H, S, D] views: a rank-4 map (columns, rows, heads,
+// batch) with the same swizzle and a box of 64 columns x `box_rows` rows.
+const char* dense_tma_layout_problem(const DenseTensorView& t, int64_t batch, int heads, int64_t seq_len);
+bool encode_dense_tile_map(CUtensorMap* map, const DenseTensorView& t, DType dtype, int64_t batch, int heads,
+                           int64_t seq_len, int head_dim, uint32_t box_rows, const char** error);
 
 }  // namespace blockattn::sm90

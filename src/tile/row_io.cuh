@@ -54,6 +54,25 @@ __device__ __forceinline__ void write_rows(const Accumulator<kN>& acc, const Row
   store_rows<Layout, kN>(staging, row0, dst, row_stride, valid_rows, lane);
 }
 
+// Writes a warp's 16 x kN accumulator rows (rows row0.. of `dst`, rows
+// `row_stride` elements apart), scaled per row and rounded to T, straight from
+// registers with 4-byte stores, skipping rows at or past valid_rows. For
+// outputs that have no dead shared-memory tile to stage in.
+template <typename T, int kN>
+__device__ __forceinline__ void store_rows_direct(const Accumulator<kN>& acc, const RowScale& scale, T* dst,
+                                                  int64_t row_stride, int row0, int valid_rows, int lane) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + lane / 4 + 8 * r;
+    if (row >= valid_rows) continue;
+    T* out = dst + row * row_stride + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+      *reinterpret_cast<uint32_t*>(out + 8 * j) =
+          pack2<T>(acc.c[j][2 * r] * scale.row[r], acc.c[j][2 * r + 1] * scale.row[r]);
+  }
+}
+
 // Zeroes rows [valid_rows, kRows) of a kCols-wide tile with kThreads threads
 // (`tid` in [0, kThreads)). Rows past a block's end hold the next sequence's
 // values (or TMA zeros); products must see zeros there, since 0 * inf is NaN.

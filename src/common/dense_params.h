@@ -1,0 +1,49 @@
+// The kernel arguments every dense-forward kernel shares, resolved on the
+// host (plain C++: backends include it from .cpp files). The work-unit order
+// they describe is decoded on the device by tile/dense_schedule.cuh.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/dense_problem.h"
+
+namespace blockattn {
+
+struct DenseAttnParams {
+  int seq_len;
+  int num_q_heads;
+  int group_size;       // Hq / Hkv: query head h reads kv head h / group_size
+  int num_m_blocks;     // query-row blocks per (batch, head)
+  int batch_heads;      // B * Hq
+  int section_heads;    // (batch, head) pairs per scheduling section (see tile/dense_schedule.cuh)
+  int num_units;        // batch_heads * num_m_blocks
+  bool causal;
+  float scale_log2;     // softmax scale * log2(e)
+  float* lse;           // [B, Hq, S] or null
+};
+
+// The (batch, head) pairs whose K and V together stay under this many bytes
+// are scheduled side by side, so their key tiles are re-read from L2 rather
+// than from memory (H100: 50 MB of L2).
+inline constexpr int64_t kDenseL2SectionBytes = 24ll << 20;
+
+inline DenseAttnParams dense_attn_params(const core::DenseProblem& p, int rows_per_unit) {
+  const DenseShape& s = p.shape;
+  DenseAttnParams a{};
+  a.seq_len = static_cast<int>(s.seq_len);
+  a.num_q_heads = s.num_q_heads;
+  a.group_size = s.num_q_heads / s.num_kv_heads;
+  a.num_m_blocks = static_cast<int>((s.seq_len + rows_per_unit - 1) / rows_per_unit);
+  a.batch_heads = static_cast<int>(s.batch * s.num_q_heads);
+  const int64_t kv_bytes_per_head = 2 * s.seq_len * s.head_dim * 2;
+  a.section_heads = static_cast<int>(std::clamp<int64_t>(kDenseL2SectionBytes / std::max<int64_t>(kv_bytes_per_head, 1),
+                                                         1, a.batch_heads));
+  a.num_units = a.batch_heads * a.num_m_blocks;
+  a.causal = p.causal;
+  a.scale_log2 = p.resolved_scale() * 1.4426950408889634f;
+  a.lse = p.lse;
+  return a;
+}
+
+}  // namespace blockattn

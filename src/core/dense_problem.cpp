@@ -1,0 +1,48 @@
+#include "core/dense_problem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <set>
+
+namespace blockattn::core {
+namespace {
+
+#define BLOCKATTN_DENSE_BACKEND_sm80 Backend::kPortable
+#define BLOCKATTN_DENSE_BACKEND_sm90 Backend::kHopper
+#define BLOCKATTN_DENSE_KERNEL(arch, DT, Type, D, Auto) {BLOCKATTN_DENSE_BACKEND_##arch, DType::k##DT, D, Auto},
+constexpr DenseKernelConfig kRows[] = {
+#include "blockattn_dense_kernel_table.inc"
+};
+#undef BLOCKATTN_DENSE_KERNEL
+
+}  // namespace
+
+float DenseProblem::resolved_scale() const {
+  return softmax_scale != 0.f ? softmax_scale : 1.f / std::sqrt(static_cast<float>(shape.head_dim));
+}
+
+DenseKernelTable dense_kernel_table() { return {kRows, std::size(kRows)}; }
+
+const DenseKernelConfig* find_dense_kernel(Backend backend, const DenseProblem& p) {
+  for (const DenseKernelConfig& c : kRows)
+    if (c.backend == backend && c.dtype == p.shape.dtype && c.head_dim == p.shape.head_dim) return &c;
+  return nullptr;
+}
+
+bool any_dense_kernel_has_head_dim(int head_dim) {
+  return std::any_of(std::begin(kRows), std::end(kRows),
+                     [&](const DenseKernelConfig& c) { return c.head_dim == head_dim; });
+}
+
+std::string built_dense_head_dims() {
+  std::set<int> dims;
+  for (const DenseKernelConfig& c : kRows)
+    dims.insert(c.head_dim);
+  std::string s;
+  for (int d : dims)
+    s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return s;
+}
+
+}  // namespace blockattn::core

@@ -1,0 +1,210 @@
+// sm90 dense forward kernel (include/blockattn/dense.h): persistent,
+// warp-specialized, TMA + wgmma, a FlashAttention-style loop over key tiles.
+//
+//   schedule: tile/dense_schedule.cuh hands each CTA every gridDim.x-th work
+//             unit (128 query rows of one (batch, head)), longest first;
+//   producer: one thread loads the unit's Q once, then streams its K and V
+//             tiles through a ring of kStages stages (K and V on separate
+//             barriers, so S = Q K^T starts before V has landed);
+//   consumers: two warpgroups of 64 query rows each read every stage:
+//             S = Q K^T (wgmma, both operands in shared memory), masking on
+//             the tiles that cross the causal diagonal or the sequence end
+//             only, online softmax in fp32 registers (tile/online_softmax.cuh),
+//             O = O * rescale + P V (wgmma, P from registers as the A operand,
+//             V transposed from shared memory), and finally normalization and
+//             the output's stores straight from registers.
+// The workload is compute-bound; docs/perf.md ("Dense forward") has the
+// floors and the measured steps.
+#pragma once
+
+#include <algorithm>
+
+#include "common/kernel_launcher.cuh"
+#include "sm90/frame.cuh"
+#include "sm90/loader.cuh"
+#include "sm90/params.h"
+#include "sm90/wgmma.cuh"
+#include "tile/dense_schedule.cuh"
+#include "tile/online_softmax.cuh"
+#include "tile/row_io.cuh"
+
+namespace blockattn::sm90 {
+
+template <typename T, int D>
+struct DenseForwardConfig {
+  static constexpr int kConsumers = 2;
+  static constexpr int kRows = kDenseRowsPerUnit;          // query rows of a unit
+  static constexpr int kConsumerRows = kRows / kConsumers;  // one m64 wgmma row block
+  static_assert(kConsumerRows == 64, "each consumer warpgroup owns one m64 row block");
+  static constexpr int kKeys = dense_keys_per_tile(D);
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kChunks = D / tile::kChunkCols;
+  static constexpr int kQChunkBytes = tile::Chunked<kRows>::kChunkBytes;
+  static constexpr int kKvChunkBytes = tile::Chunked<kKeys>::kChunkBytes;
+  static constexpr int kQBytes = kChunks * kQChunkBytes;
+  static constexpr int kKvTileBytes = kChunks * kKvChunkBytes;  // one of K, V
+  static constexpr int kStageBytes = 2 * kKvTileBytes;
+  // As many stages as ~200 KB holds beside Q, up to 4: 4 at D = 64, 2 at 128 and 256.
+  static constexpr int kStages = std::min(4, (200 * 1024 - kQBytes) / kStageBytes);
+  static_assert(kStages >= 2, "double buffering at least");
+  static constexpr int kBarriers = 2 + 3 * kStages;
+  static constexpr int kSmemBytes = 1024 /* alignment slack */ + kQBytes + kStages * kStageBytes + kBarriers * 8;
+  // 128 x 40 + 256 x 232 <= 64K registers, as in the block-diagonal kernels.
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+};
+
+// Shared memory: Q, the K/V stages (all 1024-byte aligned), then the barriers.
+template <typename T, int D>
+struct DenseForwardSmem {
+  using Cfg = DenseForwardConfig<T, D>;
+  unsigned char* tiles;
+  Barrier* q_full;    // producer -> consumers: the unit's Q has landed
+  Barrier* q_empty;   // consumers -> producer: both are past their last S of the unit
+  Barrier* k_full;    // [kStages] the stage's K has landed
+  Barrier* v_full;    // [kStages] the stage's V has landed
+  Barrier* kv_empty;  // [kStages] both consumers are done with the stage
+
+  __device__ explicit DenseForwardSmem(unsigned char* raw) {
+    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023};
+    tiles = reinterpret_cast<unsigned char*>(aligned);
+    q_full = reinterpret_cast<Barrier*>(tiles + Cfg::kQBytes + Cfg::kStages * Cfg::kStageBytes);
+    q_empty = q_full + 1;
+    k_full = q_full + 2;
+    v_full = k_full + Cfg::kStages;
+    kv_empty = v_full + Cfg::kStages;
+  }
+  __device__ unsigned char* q() const { return tiles; }
+  __device__ unsigned char* k(int stage) const { return tiles + Cfg::kQBytes + stage * Cfg::kStageBytes; }
+  __device__ unsigned char* v(int stage) const { return k(stage) + Cfg::kKvTileBytes; }
+
+  // Every barrier is released by one arrival per consumer warp, except the
+  // producer's transaction barriers.
+  __device__ void init() const {
+    q_full->init(1);
+    q_empty->init(4 * Cfg::kConsumers);
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      k_full[s].init(1);
+      v_full[s].init(1);
+      kv_empty[s].init(4 * Cfg::kConsumers);
+    }
+    fence_barrier_init();
+  }
+};
+
+template <typename T, int D>
+__device__ __forceinline__ void dense_produce(const DenseParams& p, const DenseForwardSmem<T, D>& sm) {
+  using Cfg = DenseForwardConfig<T, D>;
+  int item = 0, unit_i = 0;
+  for (int unit = blockIdx.x; unit < p.attn.num_units; unit += gridDim.x, ++unit_i) {
+    const tile::DenseUnit u = tile::dense_unit(p.attn, unit, Cfg::kRows);
+    const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);
+    sm.q_empty->wait(RingSlot<1>::of(unit_i).empty_parity());
+    sm.q_full->arrive_expect_tx(Cfg::kQBytes);  // rows past S are zero-filled but still counted
+    load_dense_tile<Cfg::kChunks, Cfg::kQChunkBytes>(&p.q_map, sm.q(), u.row0, u.q_head, u.batch, *sm.q_full);
+    for (int n = 0; n < tiles.count; ++n, ++item) {
+      const auto slot = RingSlot<Cfg::kStages>::of(item);
+      sm.kv_empty[slot.stage].wait(slot.empty_parity());
+      const int key0 = n * Cfg::kKeys;
+      sm.k_full[slot.stage].arrive_expect_tx(Cfg::kKvTileBytes);
+      load_dense_tile<Cfg::kChunks, Cfg::kKvChunkBytes>(&p.k_map, sm.k(slot.stage), key0, u.kv_head, u.batch,
+                                                        sm.k_full[slot.stage]);
+      sm.v_full[slot.stage].arrive_expect_tx(Cfg::kKvTileBytes);
+      load_dense_tile<Cfg::kChunks, Cfg::kKvChunkBytes>(&p.v_map, sm.v(slot.stage), key0, u.kv_head, u.batch,
+                                                        sm.v_full[slot.stage]);
+    }
+  }
+}
+
+// S = Q K^T for the consumer's 64 rows against one K tile.
+template <typename T, int D>
+__device__ __forceinline__ void dense_scores(tile::Accumulator<DenseForwardConfig<T, D>::kKeys>& s, uint32_t q_addr,
+                                             uint32_t k_addr) {
+  using Cfg = DenseForwardConfig<T, D>;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc(q_addr, kk, Cfg::kRows), kmajor_desc(k_addr, kk, Cfg::kKeys), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s.regs());
+}
+
+// O += P V for one V tile (P from registers, V the MN-major B operand).
+template <typename T, int D>
+__device__ __forceinline__ void dense_accumulate(tile::Accumulator<D>& o,
+                                                 tile::OperandA<DenseForwardConfig<T, D>::kKeys>& probs,
+                                                 uint32_t v_addr) {
+  using Cfg = DenseForwardConfig<T, D>;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kKeys / 16; ++kk) {
+    fence_registers(probs.a[kk]);
+    wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc(v_addr, kk, Cfg::kKeys), 1);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(o.regs());
+}
+
+template <typename T, int D, bool kCausal>
+__device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseForwardSmem<T, D>& sm, int consumer) {
+  using Cfg = DenseForwardConfig<T, D>;
+  const int tid = threadIdx.x - 128 * (1 + consumer);
+  const int lane = tid % 32, row0 = Cfg::kConsumerRows * consumer + 16 * (tid / 32);  // the warp's rows in the unit
+  // The consumer's 64 rows of Q: one chunk row block further into each chunk.
+  const uint32_t q_addr = tile::smem_u32(sm.q()) + Cfg::kConsumerRows * consumer * tile::kChunkRowBytes;
+  int item = 0, unit_i = 0;
+  for (int unit = blockIdx.x; unit < p.attn.num_units; unit += gridDim.x, ++unit_i) {
+    const tile::DenseUnit u = tile::dense_unit(p.attn, unit, Cfg::kRows);
+    const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);  // what the producer loads
+    const auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0 + Cfg::kConsumerRows * consumer,
+                                                     Cfg::kConsumerRows);  // what this warpgroup's rows see
+    int limit[2];
+    tile::key_limits(u.row0 + row0, p.attn.seq_len, kCausal, lane, limit);
+    tile::OnlineSoftmax softmax;
+    softmax.init();
+    tile::Accumulator<D> o;
+    o.zero();
+    sm.q_full->wait(RingSlot<1>::of(unit_i).full_parity());
+    for (int n = 0; n < tiles.count; ++n, ++item) {
+      const auto slot = RingSlot<Cfg::kStages>::of(item);
+      // Every phase of every stage is waited for, also where this warpgroup's
+      // rows see none of the tile: a skipped phase would let a later parity
+      // wait on the same stage succeed before its data lands.
+      sm.k_full[slot.stage].wait(slot.full_parity());
+      tile::Accumulator<Cfg::kKeys> s;
+      if (n < mine.count) dense_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot.stage)));
+      // After the last S of the unit, Q may be overwritten by the next unit's.
+      if (n + 1 == mine.count) release_stage(*sm.q_empty, lane);
+      sm.v_full[slot.stage].wait(slot.full_parity());
+      if (n < mine.count) {
+        if (n >= mine.first_masked) tile::mask_key_columns(s, n * Cfg::kKeys, limit, lane);
+        tile::scale_rows(o, softmax.update(s, p.attn.scale_log2));
+        tile::OperandA<Cfg::kKeys> probs = tile::to_operand<T>(s);
+        dense_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(slot.stage)));
+      }
+      release_stage(sm.kv_empty[slot.stage], lane);
+    }
+    float lse[2];
+    const tile::RowScale inverse = softmax.finish(p.attn.scale_log2, lse);
+    tile::store_rows_direct(o, inverse, tile::unit_rows<T>(p.out, u, u.q_head), p.out.seq_stride, row0,
+                            p.attn.seq_len - u.row0, lane);
+    tile::write_lse(p.attn, u, row0, lse, lane);
+  }
+}
+
+template <typename T, int D, bool kCausal>
+__global__ void __launch_bounds__(DenseForwardConfig<T, D>::kThreads, 1)
+    dense_forward_kernel(const __grid_constant__ DenseParams p) {
+  using Cfg = DenseForwardConfig<T, D>;
+  extern __shared__ unsigned char smem_raw[];
+  const DenseForwardSmem<T, D> sm(smem_raw);
+  if (threadIdx.x == 0) sm.init();
+  __syncthreads();
+  split_roles<Cfg>([&] { dense_produce<T, D>(p, sm); },
+                   [&](int consumer) { dense_consume<T, D, kCausal>(p, sm, consumer); });
+}
+
+}  // namespace blockattn::sm90
+
+BLOCKATTN_DENSE_KERNEL_OF(sm90, dense_forward_kernel, DenseForwardConfig)
