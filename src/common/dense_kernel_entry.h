@@ -40,12 +40,12 @@ inline Status no_dense_kernel(const char* backend, const core::DenseProblem& p) 
                            ", head_dim ", p.shape.head_dim, " in this build (dense_configs() lists what it has)");
 }
 
-// A persistent grid over `num_units` work units, and the launch.
+// A persistent grid over `num_items` work items, and the launch.
 template <typename Params>
-Status launch_dense(const DenseKernelEntry<Params>& kernel, const Params& params, bool causal, int num_units,
+Status launch_dense(const DenseKernelEntry<Params>& kernel, const Params& params, bool causal, int num_items,
                     cudaStream_t stream, const char* what) {
   int num_ctas = 0;
-  BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm[causal](), num_units, &num_ctas));
+  BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm[causal](), num_items, &num_ctas));
   return core::cuda_status(kernel.launch[causal](params, num_ctas, stream), what);
 }
 

@@ -17,7 +17,8 @@ struct DenseAttnParams {
   int num_m_blocks;     // query-row blocks per (batch, head)
   int batch_heads;      // B * Hq
   int section_heads;    // (batch, head) pairs per scheduling section (see tile/dense_schedule.cuh)
-  int num_units;        // batch_heads * num_m_blocks
+  int pairs_per_head;   // ceil(num_m_blocks / 2): work items per (batch, head)
+  int num_items;        // batch_heads * pairs_per_head: what persistent CTAs stride over
   bool causal;
   float scale_log2;     // softmax scale * log2(e)
   float* lse;           // [B, Hq, S] or null
@@ -39,7 +40,8 @@ inline DenseAttnParams dense_attn_params(const core::DenseProblem& p, int rows_p
   const int64_t kv_bytes_per_head = 2 * s.seq_len * s.head_dim * 2;
   a.section_heads = static_cast<int>(std::clamp<int64_t>(kDenseL2SectionBytes / std::max<int64_t>(kv_bytes_per_head, 1),
                                                          1, a.batch_heads));
-  a.num_units = a.batch_heads * a.num_m_blocks;
+  a.pairs_per_head = (a.num_m_blocks + 1) / 2;
+  a.num_items = a.batch_heads * a.pairs_per_head;
   a.causal = p.causal;
   a.scale_log2 = p.resolved_scale() * 1.4426950408889634f;
   a.lse = p.lse;

@@ -32,7 +32,7 @@ class Sm80DenseBackend final : public core::DenseKernelBackend {
 
   Status launch(const core::DenseProblem& p, cudaStream_t stream) const override {
     const Params params{p.q, p.k, p.v, p.out, dense_attn_params(p, kDenseRowsPerUnit)};
-    return launch_dense(*find_dense_entry(kKernels, p), params, p.causal, params.attn.num_units, stream,
+    return launch_dense(*find_dense_entry(kKernels, p), params, p.causal, params.attn.num_items, stream,
                         "launching the kPortable dense forward kernel");
   }
 };

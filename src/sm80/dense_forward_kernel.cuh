@@ -99,8 +99,8 @@ __global__ void __launch_bounds__(DenseForwardConfig<T, D>::kThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   T* q = reinterpret_cast<T*>(smem);
   T* kv = q + Cfg::kQElems;
-  for (int unit = blockIdx.x; unit < p.attn.num_units; unit += gridDim.x)
-    dense_forward_unit<T, D, kCausal>(p, tile::dense_unit(p.attn, unit, Cfg::kRows), q, kv);
+  tile::for_each_dense_unit(p.attn, Cfg::kRows,
+                            [&](const tile::DenseUnit& u) { dense_forward_unit<T, D, kCausal>(p, u, q, kv); });
 }
 
 }  // namespace blockattn::sm80

@@ -60,7 +60,7 @@ class Sm90DenseBackend final : public core::DenseKernelBackend {
     }
     params.out = p.out;
     params.attn = dense_attn_params(p, kDenseRowsPerUnit);
-    return launch_dense(*find_dense_entry(kKernels, p), params, p.causal, params.attn.num_units, stream,
+    return launch_dense(*find_dense_entry(kKernels, p), params, p.causal, params.attn.num_items, stream,
                         "launching the kHopper dense forward kernel");
   }
 };

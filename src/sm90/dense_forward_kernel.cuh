@@ -95,8 +95,7 @@ template <typename T, int D>
 __device__ __forceinline__ void dense_produce(const DenseParams& p, const DenseForwardSmem<T, D>& sm) {
   using Cfg = DenseForwardConfig<T, D>;
   int item = 0, unit_i = 0;
-  for (int unit = blockIdx.x; unit < p.attn.num_units; unit += gridDim.x, ++unit_i) {
-    const tile::DenseUnit u = tile::dense_unit(p.attn, unit, Cfg::kRows);
+  tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);
     sm.q_empty->wait(RingSlot<1>::of(unit_i).empty_parity());
     sm.q_full->arrive_expect_tx(Cfg::kQBytes);  // rows past S are zero-filled but still counted
@@ -112,7 +111,8 @@ __device__ __forceinline__ void dense_produce(const DenseParams& p, const DenseF
       load_dense_tile<Cfg::kChunks, Cfg::kKvChunkBytes>(&p.v_map, sm.v(slot.stage), key0, u.kv_head, u.batch,
                                                         sm.v_full[slot.stage]);
     }
-  }
+    ++unit_i;
+  });
 }
 
 // S = Q K^T for the consumer's 64 rows against one K tile.
@@ -154,8 +154,7 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
   // The consumer's 64 rows of Q: one chunk row block further into each chunk.
   const uint32_t q_addr = tile::smem_u32(sm.q()) + Cfg::kConsumerRows * consumer * tile::kChunkRowBytes;
   int item = 0, unit_i = 0;
-  for (int unit = blockIdx.x; unit < p.attn.num_units; unit += gridDim.x, ++unit_i) {
-    const tile::DenseUnit u = tile::dense_unit(p.attn, unit, Cfg::kRows);
+  tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);  // what the producer loads
     const auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0 + Cfg::kConsumerRows * consumer,
                                                      Cfg::kConsumerRows);  // what this warpgroup's rows see
@@ -190,7 +189,8 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
     tile::store_rows_direct(o, inverse, tile::unit_rows<T>(p.out, u, u.q_head), p.out.seq_stride, row0,
                             p.attn.seq_len - u.row0, lane);
     tile::write_lse(p.attn, u, row0, lse, lane);
-  }
+    ++unit_i;
+  });
 }
 
 template <typename T, int D, bool kCausal>

@@ -1,12 +1,18 @@
-// The dense forward's tile scheduler: which (batch, head, query-row block) a
-// work unit is, and which key tiles it visits.
+// The dense forward's tile scheduler: which (batch, head, query-row block)
+// units a persistent CTA runs, and which key tiles each visits.
 //
-// Units are grouped in sections of DenseAttnParams::section_heads (batch,
+// A work item is a pair of query blocks of one (batch, head): block
+// M - 1 - j and block j (M blocks per head; the middle one alone when M is
+// odd). Under a causal mask their key counts add up to the same M + 1 tiles
+// for every j, so every item costs the same and a static stride over items
+// (CTA c takes items c, c + gridDim.x, ...) balances the CTAs to within one
+// item: no atomics, no workspace. Without the mask every unit costs the same
+// anyway. The heavy block of a pair runs first.
+//
+// Items are grouped in sections of DenseAttnParams::section_heads (batch,
 // head) pairs, small enough that a section's K and V stay in L2 while its
-// units run. Within a section, units go from the last query block to the
-// first, heads fastest: under a causal mask the last blocks see the most
-// keys, so persistent CTAs taking units in order start with the longest
-// (longest-processing-time first) and finish on short ones.
+// items run; within a section, heads go fastest, so the CTAs running at any
+// moment read the key tiles of a few heads.
 #pragma once
 
 #include "common/dense_params.h"
@@ -15,23 +21,33 @@ namespace blockattn::tile {
 
 struct DenseUnit {
   int batch, q_head, kv_head;
-  int row0;     // first query row of the unit
-  int key_end;  // keys [0, key_end) can be visited: seq_len, or under a causal mask the unit's last row + 1
+  int row0;  // first query row of the unit
 };
 
-__device__ __forceinline__ DenseUnit dense_unit(const DenseAttnParams& a, int unit, int rows_per_unit) {
-  const int section_units = a.section_heads * a.num_m_blocks;
-  const int section = unit / section_units, in_section = unit % section_units;
-  const int heads_here = min(a.section_heads, a.batch_heads - section * a.section_heads);
-  const int m_block = a.num_m_blocks - 1 - in_section / heads_here;
-  const int batch_head = section * a.section_heads + in_section % heads_here;
+__device__ __forceinline__ DenseUnit dense_unit_of(const DenseAttnParams& a, int batch_head, int m_block,
+                                                   int rows_per_unit) {
   DenseUnit u;
   u.batch = batch_head / a.num_q_heads;
   u.q_head = batch_head % a.num_q_heads;
   u.kv_head = u.q_head / a.group_size;
   u.row0 = m_block * rows_per_unit;
-  u.key_end = a.causal ? min(u.row0 + rows_per_unit, a.seq_len) : a.seq_len;
   return u;
+}
+
+// Calls run(unit) for each unit of this CTA, in order.
+template <typename Run>
+__device__ __forceinline__ void for_each_dense_unit(const DenseAttnParams& a, int rows_per_unit, Run&& run) {
+  const int section_items = a.section_heads * a.pairs_per_head;
+  for (int item = blockIdx.x; item < a.num_items; item += gridDim.x) {
+    const int section = item / section_items, in_section = item % section_items;
+    const int heads_here = min(a.section_heads, a.batch_heads - section * a.section_heads);
+    const int j = in_section / heads_here;
+    const int batch_head = section * a.section_heads + in_section % heads_here;
+    const int heavy = a.num_m_blocks - 1 - j;
+    const int members = j != heavy ? 2 : 1;
+    for (int member = 0; member < members; ++member)  // one call site: `run` is inlined once
+      run(dense_unit_of(a, batch_head, member == 0 ? heavy : j, rows_per_unit));
+  }
 }
 
 // Key tiles of kKeys keys that rows [row0, row0 + rows) visit, and whether
