@@ -12,7 +12,11 @@
 //             only, online softmax in fp32 registers (tile/online_softmax.cuh),
 //             O = O * rescale + P V (wgmma, P from registers as the A operand,
 //             V transposed from shared memory), and finally normalization and
-//             the output's stores straight from registers.
+//             the output's stores straight from registers. Inside a
+//             warpgroup the products are pipelined: S of tile n is issued
+//             before P V of tile n - 1, whose tensor-core time hides the
+//             softmax of tile n. K and V have their own release barriers, so
+//             a K buffer refills as soon as its S is done.
 // The workload is compute-bound; docs/perf.md ("Dense forward") has the
 // floors and the measured steps.
 #pragma once
@@ -32,8 +36,8 @@ namespace blockattn::sm90 {
 
 template <typename T, int D>
 struct DenseForwardConfig {
-  static constexpr int kConsumers = 2;
-  static constexpr int kRows = kDenseRowsPerUnit;          // query rows of a unit
+  static constexpr int kConsumers = dense_consumers(D);
+  static constexpr int kRows = dense_rows_per_unit(D);      // query rows of a unit
   static constexpr int kConsumerRows = kRows / kConsumers;  // one m64 wgmma row block
   static_assert(kConsumerRows == 64, "each consumer warpgroup owns one m64 row block");
   static constexpr int kKeys = dense_keys_per_tile(D);
@@ -44,13 +48,19 @@ struct DenseForwardConfig {
   static constexpr int kQBytes = kChunks * kQChunkBytes;
   static constexpr int kKvTileBytes = kChunks * kKvChunkBytes;  // one of K, V
   static constexpr int kStageBytes = 2 * kKvTileBytes;
-  // As many stages as ~200 KB holds beside Q, up to 4: 4 at D = 64, 2 at 128 and 256.
-  static constexpr int kStages = std::min(4, (200 * 1024 - kQBytes) / kStageBytes);
+  // As many stages as fit beside Q, up to 4: 4 at D = 64, 3 at 128, 2 at 256.
+  static constexpr int kBarrierBytes = 8 * (2 + 4 * 4);
+  static constexpr int kStages = std::min(4, (227 * 1024 - 1024 - kBarrierBytes - kQBytes) / kStageBytes);
   static_assert(kStages >= 2, "double buffering at least");
-  static constexpr int kBarriers = 2 + 3 * kStages;
+  static constexpr int kBarriers = 2 + 4 * kStages;
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kQBytes + kStages * kStageBytes + kBarriers * 8;
-  // 128 x 40 + 256 x 232 <= 64K registers, as in the block-diagonal kernels.
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  // 128 x 24 + kConsumers x 128 x kConsumerRegs <= 64K registers: the
+  // producer is one thread of loop counters; at D = 256 two consumers need
+  // every register for O (128), S, P and the softmax state; at D = 64 three
+  // fit in 160 each.
+  static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  // Two consumers take turns issuing their products (PingPong below).
+  static constexpr bool kPingPong = kConsumers == 2;
 };
 
 // Shared memory: Q, the K/V stages (all 1024-byte aligned), then the barriers.
@@ -60,9 +70,10 @@ struct DenseForwardSmem {
   unsigned char* tiles;
   Barrier* q_full;    // producer -> consumers: the unit's Q has landed
   Barrier* q_empty;   // consumers -> producer: both are past their last S of the unit
-  Barrier* k_full;    // [kStages] the stage's K has landed
-  Barrier* v_full;    // [kStages] the stage's V has landed
-  Barrier* kv_empty;  // [kStages] both consumers are done with the stage
+  Barrier* k_full;   // [kStages] the stage's K has landed
+  Barrier* v_full;   // [kStages] the stage's V has landed
+  Barrier* k_empty;  // [kStages] both consumers are past S of the stage's K
+  Barrier* v_empty;  // [kStages] both consumers are past P V of the stage's V
 
   __device__ explicit DenseForwardSmem(unsigned char* raw) {
     const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023};
@@ -71,7 +82,8 @@ struct DenseForwardSmem {
     q_empty = q_full + 1;
     k_full = q_full + 2;
     v_full = k_full + Cfg::kStages;
-    kv_empty = v_full + Cfg::kStages;
+    k_empty = v_full + Cfg::kStages;
+    v_empty = k_empty + Cfg::kStages;
   }
   __device__ unsigned char* q() const { return tiles; }
   __device__ unsigned char* k(int stage) const { return tiles + Cfg::kQBytes + stage * Cfg::kStageBytes; }
@@ -85,7 +97,8 @@ struct DenseForwardSmem {
     for (int s = 0; s < Cfg::kStages; ++s) {
       k_full[s].init(1);
       v_full[s].init(1);
-      kv_empty[s].init(4 * Cfg::kConsumers);
+      k_empty[s].init(4 * Cfg::kConsumers);
+      v_empty[s].init(4 * Cfg::kConsumers);
     }
     fence_barrier_init();
   }
@@ -102,11 +115,12 @@ __device__ __forceinline__ void dense_produce(const DenseParams& p, const DenseF
     load_dense_tile<Cfg::kChunks, Cfg::kQChunkBytes>(&p.q_map, sm.q(), u.row0, u.q_head, u.batch, *sm.q_full);
     for (int n = 0; n < tiles.count; ++n, ++item) {
       const auto slot = RingSlot<Cfg::kStages>::of(item);
-      sm.kv_empty[slot.stage].wait(slot.empty_parity());
       const int key0 = n * Cfg::kKeys;
+      sm.k_empty[slot.stage].wait(slot.empty_parity());
       sm.k_full[slot.stage].arrive_expect_tx(Cfg::kKvTileBytes);
       load_dense_tile<Cfg::kChunks, Cfg::kKvChunkBytes>(&p.k_map, sm.k(slot.stage), key0, u.kv_head, u.batch,
                                                         sm.k_full[slot.stage]);
+      sm.v_empty[slot.stage].wait(slot.empty_parity());
       sm.v_full[slot.stage].arrive_expect_tx(Cfg::kKvTileBytes);
       load_dense_tile<Cfg::kChunks, Cfg::kKvChunkBytes>(&p.v_map, sm.v(slot.stage), key0, u.kv_head, u.batch,
                                                         sm.v_full[slot.stage]);
@@ -115,9 +129,10 @@ __device__ __forceinline__ void dense_produce(const DenseParams& p, const DenseF
   });
 }
 
-// S = Q K^T for the consumer's 64 rows against one K tile.
+// Issues S = Q K^T for the consumer's 64 rows against one K tile, as one
+// wgmma group (the caller waits).
 template <typename T, int D>
-__device__ __forceinline__ void dense_scores(tile::Accumulator<DenseForwardConfig<T, D>::kKeys>& s, uint32_t q_addr,
+__device__ __forceinline__ void issue_scores(tile::Accumulator<DenseForwardConfig<T, D>::kKeys>& s, uint32_t q_addr,
                                              uint32_t k_addr) {
   using Cfg = DenseForwardConfig<T, D>;
   wgmma_fence();
@@ -125,13 +140,12 @@ __device__ __forceinline__ void dense_scores(tile::Accumulator<DenseForwardConfi
   for (int kk = 0; kk < D / 16; ++kk)
     wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc(q_addr, kk, Cfg::kRows), kmajor_desc(k_addr, kk, Cfg::kKeys), kk > 0);
   wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(s.regs());
 }
 
-// O += P V for one V tile (P from registers, V the MN-major B operand).
+// Issues O += P V for one V tile (P from registers, V the MN-major B
+// operand), as one wgmma group (the caller waits).
 template <typename T, int D>
-__device__ __forceinline__ void dense_accumulate(tile::Accumulator<D>& o,
+__device__ __forceinline__ void issue_accumulate(tile::Accumulator<D>& o,
                                                  tile::OperandA<DenseForwardConfig<T, D>::kKeys>& probs,
                                                  uint32_t v_addr) {
   using Cfg = DenseForwardConfig<T, D>;
@@ -142,9 +156,32 @@ __device__ __forceinline__ void dense_accumulate(tile::Accumulator<D>& o,
     wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc(v_addr, kk, Cfg::kKeys), 1);
   }
   wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(o.regs());
 }
+
+// Two consumer warpgroups take turns issuing their tensor-core work (named
+// barriers 1 and 2, one per warpgroup): while one warpgroup's products run,
+// the other computes its softmax, so the exponentials of one hide under the
+// matrix work of the other instead of both warpgroups' softmax landing on the
+// same cycles. Each round is bracketed by wait_turn() / pass_turn(); both
+// warpgroups run the same number of rounds (empty ones where a warpgroup has
+// no tile), so the arrivals pair up.
+template <bool kEnabled>
+struct PingPong {
+  int self;  // this warpgroup's consumer index (0 or 1)
+
+  __device__ void start() const {  // consumer 0 goes first
+    if (kEnabled && self == 1) named_barrier_arrive(1, 256);
+  }
+  __device__ void wait_turn() const {
+    if (kEnabled) named_barrier_sync(1 + self, 256);
+  }
+  __device__ void pass_turn() const {
+    if (kEnabled) named_barrier_arrive(2 - self, 256);
+  }
+  __device__ void finish() const {  // consumes consumer 1's last pass, so no arrival is left pending
+    if (kEnabled && self == 0) named_barrier_sync(1, 256);
+  }
+};
 
 template <typename T, int D, bool kCausal>
 __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseForwardSmem<T, D>& sm, int consumer) {
@@ -153,6 +190,8 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
   const int lane = tid % 32, row0 = Cfg::kConsumerRows * consumer + 16 * (tid / 32);  // the warp's rows in the unit
   // The consumer's 64 rows of Q: one chunk row block further into each chunk.
   const uint32_t q_addr = tile::smem_u32(sm.q()) + Cfg::kConsumerRows * consumer * tile::kChunkRowBytes;
+  const PingPong<Cfg::kPingPong> turns{consumer};
+  turns.start();
   int item = 0, unit_i = 0;
   tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);  // what the producer loads
@@ -164,26 +203,74 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
     softmax.init();
     tile::Accumulator<D> o;
     o.zero();
+    tile::Accumulator<Cfg::kKeys> s;
+    tile::OperandA<Cfg::kKeys> probs;
     sm.q_full->wait(RingSlot<1>::of(unit_i).full_parity());
-    for (int n = 0; n < tiles.count; ++n, ++item) {
-      const auto slot = RingSlot<Cfg::kStages>::of(item);
-      // Every phase of every stage is waited for, also where this warpgroup's
-      // rows see none of the tile: a skipped phase would let a later parity
-      // wait on the same stage succeed before its data lands.
-      sm.k_full[slot.stage].wait(slot.full_parity());
-      tile::Accumulator<Cfg::kKeys> s;
-      if (n < mine.count) dense_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot.stage)));
-      // After the last S of the unit, Q may be overwritten by the next unit's.
+    // The tiles' stage waits and releases. Every phase of every stage is
+    // waited for, also where this warpgroup's rows see none of a tile: a
+    // skipped phase would let a later parity wait on the same stage succeed
+    // before its data lands.
+    auto slot_of = [&](int n) { return RingSlot<Cfg::kStages>::of(item + n); };
+    auto scores_done = [&](int n) {  // S of tile n has completed: its K, and after the last one Q, are free
+      release_stage(sm.k_empty[slot_of(n).stage], lane);
       if (n + 1 == mine.count) release_stage(*sm.q_empty, lane);
-      sm.v_full[slot.stage].wait(slot.full_parity());
-      if (n < mine.count) {
-        if (n >= mine.first_masked) tile::mask_key_columns(s, n * Cfg::kKeys, limit, lane);
-        tile::scale_rows(o, softmax.update(s, p.attn.scale_log2));
-        tile::OperandA<Cfg::kKeys> probs = tile::to_operand<T>(s);
-        dense_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(slot.stage)));
-      }
-      release_stage(sm.kv_empty[slot.stage], lane);
+    };
+    auto softmax_of = [&](int n) {  // s (tile n's scores) -> P in s; returns the rescale of earlier output
+      if (n >= mine.first_masked) tile::mask_key_columns(s, n * Cfg::kKeys, limit, lane);
+      return softmax.update(s, p.attn.scale_log2);
+    };
+
+    // Tile 0: S, softmax.
+    sm.k_full[slot_of(0).stage].wait(slot_of(0).full_parity());
+    turns.wait_turn();
+    issue_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot_of(0).stage)));
+    turns.pass_turn();
+    wgmma_wait<0>();
+    fence_registers(s.regs());
+    scores_done(0);
+    softmax_of(0);  // nothing accumulated yet: no rescale
+    probs = tile::to_operand<T>(s);
+    // Tiles 1..: S of tile n is issued, then P V of tile n - 1 behind it; the
+    // softmax of tile n runs while that product is on the tensor cores.
+    for (int n = 1; n < mine.count; ++n) {
+      const auto slot = slot_of(n), prev = slot_of(n - 1);
+      sm.k_full[slot.stage].wait(slot.full_parity());
+      sm.v_full[prev.stage].wait(prev.full_parity());
+      turns.wait_turn();
+      issue_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot.stage)));
+      issue_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(prev.stage)));
+      turns.pass_turn();
+      wgmma_wait<1>();  // S done; P V may still run
+      fence_registers(s.regs());
+      scores_done(n);
+      const tile::RowScale rescale = softmax_of(n);
+      wgmma_wait<0>();  // P V done: o and probs are free
+      fence_registers(o.regs());
+      release_stage(sm.v_empty[prev.stage], lane);
+      tile::scale_rows(o, rescale);
+      probs = tile::to_operand<T>(s);
     }
+    {  // P V of the last tile.
+      const auto last = slot_of(mine.count - 1);
+      sm.v_full[last.stage].wait(last.full_parity());
+      turns.wait_turn();
+      issue_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(last.stage)));
+      turns.pass_turn();
+      wgmma_wait<0>();
+      fence_registers(o.regs());
+      release_stage(sm.v_empty[last.stage], lane);
+    }
+    // Tiles the producer loaded for the other warpgroup's rows only.
+    for (int n = mine.count; n < tiles.count; ++n) {
+      const auto slot = slot_of(n);
+      sm.k_full[slot.stage].wait(slot.full_parity());
+      release_stage(sm.k_empty[slot.stage], lane);
+      sm.v_full[slot.stage].wait(slot.full_parity());
+      release_stage(sm.v_empty[slot.stage], lane);
+      turns.wait_turn();  // the round the other warpgroup runs for this tile
+      turns.pass_turn();
+    }
+    item += tiles.count;
     float lse[2];
     const tile::RowScale inverse = softmax.finish(p.attn.scale_log2, lse);
     tile::store_rows_direct(o, inverse, tile::unit_rows<T>(p.out, u, u.q_head), p.out.seq_stride, row0,
@@ -191,6 +278,7 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
     tile::write_lse(p.attn, u, row0, lse, lane);
     ++unit_i;
   });
+  turns.finish();
 }
 
 template <typename T, int D, bool kCausal>

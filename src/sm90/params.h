@@ -24,8 +24,11 @@ struct Params {
 
 // The dense forward's: TMA maps of q, k, v ([B, H, S, D], rank 4) and the
 // output, written with plain stores that skip rows past the sequence end. A
-// work unit is kDenseRowsPerUnit query rows, 64 per consumer warpgroup.
-inline constexpr int kDenseRowsPerUnit = 128;
+// work unit is 64 query rows per consumer warpgroup: three at D = 64, where
+// the softmax is long beside the products and a third warpgroup hides more of
+// it (docs/perf.md, "Dense forward"), two above.
+constexpr int dense_consumers(int head_dim) { return head_dim <= 64 ? 3 : 2; }
+constexpr int dense_rows_per_unit(int head_dim) { return 64 * dense_consumers(head_dim); }
 // Keys per K/V tile (and TMA box rows): 128 while S, P and O fit in a consumer's
 // registers side by side; at D = 256, O alone takes 128 registers per thread.
 constexpr int dense_keys_per_tile(int head_dim) { return head_dim <= 128 ? 128 : 64; }

@@ -54,6 +54,12 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Arrives at hardware barrier `id` without waiting (the other side of a
+// named_barrier_sync among `threads` threads).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Register budget per thread of the calling warpgroup (sm_90a).
 template <uint32_t kRegs>
 __device__ __forceinline__ void set_max_registers_dec() {
