@@ -78,6 +78,9 @@ def sdpa_with(backend):
 def flex_attention_impl():
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    # One static compile per shape: 3 configs x 2 masks x 2 dtypes pass dynamo's
+    # default recompile limit of 8, past which it would silently run eager flex.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     compiled = torch.compile(flex_attention, dynamic=False)
     masks = {}
 
