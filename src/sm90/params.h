@@ -33,7 +33,7 @@ constexpr int dense_rows_per_unit(int head_dim) { return 64 * dense_consumers(he
 // registers side by side; at D = 256, O alone takes 128 registers per thread
 // and 80 keys is what fits (64 would make S = Q K^T m64n64 products, which
 // read as many shared-memory bytes per FLOP as the SM can deliver).
-constexpr int dense_keys_per_tile(int head_dim) { return head_dim <= 128 ? 128 : 80; }
+constexpr int dense_keys_per_tile(int head_dim) { return head_dim <= 64 ? 128 : head_dim <= 128 ? 176 : 80; }
 struct DenseParams {
   CUtensorMap q_map, k_map, v_map;
   DenseTensorView out;
