@@ -59,8 +59,6 @@ struct DenseForwardConfig {
   // every register for O (128), S, P and the softmax state; at D = 64 three
   // fit in 160 each.
   static constexpr uint32_t kProducerRegs = 24, kConsumerRegs = kConsumers == 3 ? 160 : 240;
-  // Two consumers take turns issuing their products (PingPong below).
-  static constexpr bool kPingPong = kConsumers == 2;
 };
 
 // Shared memory: Q, the K/V stages (all 1024-byte aligned), then the barriers.
@@ -158,28 +156,24 @@ __device__ __forceinline__ void issue_accumulate(tile::Accumulator<D>& o,
   wgmma_commit();
 }
 
-// Two consumer warpgroups take turns issuing their tensor-core work (named
-// barriers 1 and 2, one per warpgroup): while one warpgroup's products run,
-// the other computes its softmax, so the exponentials of one hide under the
-// matrix work of the other instead of both warpgroups' softmax landing on the
-// same cycles. Each round is bracketed by wait_turn() / pass_turn(); both
-// warpgroups run the same number of rounds (empty ones where a warpgroup has
-// no tile), so the arrivals pair up.
-template <bool kEnabled>
-struct PingPong {
-  int self;  // this warpgroup's consumer index (0 or 1)
+// The consumer warpgroups take turns issuing their tensor-core work, round
+// robin (named barrier 1 + c belongs to consumer c): while one warpgroup's
+// products run, the others compute their softmax, so the exponentials of one
+// hide under the matrix work of another instead of every warpgroup's softmax
+// landing on the same cycles. Each round is bracketed by wait_turn() /
+// pass_turn(); all warpgroups run the same number of rounds (empty ones where
+// a warpgroup's rows see no key of a tile), so the arrivals pair up.
+template <int kConsumers>
+struct TakeTurns {
+  int self;  // this warpgroup's consumer index
 
-  __device__ void start() const {  // consumer 0 goes first
-    if (kEnabled && self == 1) named_barrier_arrive(1, 256);
+  __device__ void start() const {  // consumer 0 goes first: the last one hands it the first turn
+    if (self == kConsumers - 1) named_barrier_arrive(1, 256);
   }
-  __device__ void wait_turn() const {
-    if (kEnabled) named_barrier_sync(1 + self, 256);
-  }
-  __device__ void pass_turn() const {
-    if (kEnabled) named_barrier_arrive(2 - self, 256);
-  }
-  __device__ void finish() const {  // consumes consumer 1's last pass, so no arrival is left pending
-    if (kEnabled && self == 0) named_barrier_sync(1, 256);
+  __device__ void wait_turn() const { named_barrier_sync(1 + self, 256); }
+  __device__ void pass_turn() const { named_barrier_arrive(1 + (self + 1) % kConsumers, 256); }
+  __device__ void finish() const {  // consumes the last consumer's final pass: no arrival is left pending
+    if (self == 0) named_barrier_sync(1, 256);
   }
 };
 
@@ -190,7 +184,7 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
   const int lane = tid % 32, row0 = Cfg::kConsumerRows * consumer + 16 * (tid / 32);  // the warp's rows in the unit
   // The consumer's 64 rows of Q: one chunk row block further into each chunk.
   const uint32_t q_addr = tile::smem_u32(sm.q()) + Cfg::kConsumerRows * consumer * tile::kChunkRowBytes;
-  const PingPong<Cfg::kPingPong> turns{consumer};
+  const TakeTurns<Cfg::kConsumers> turns{consumer};
   turns.start();
   int item = 0, unit_i = 0;
   tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
@@ -267,7 +261,7 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
       release_stage(sm.k_empty[slot.stage], lane);
       sm.v_full[slot.stage].wait(slot.full_parity());
       release_stage(sm.v_empty[slot.stage], lane);
-      turns.wait_turn();  // the round the other warpgroup runs for this tile
+      turns.wait_turn();  // the round the others run for this tile
       turns.pass_turn();
     }
     item += tiles.count;

@@ -18,6 +18,17 @@
 
 namespace blockattn::tile {
 
+// 2^x as the one MUFU instruction it is (ex2.approx.ftz). exp2f without
+// --use_fast_math wraps it in range and denormal handling, four instructions
+// per score where the dense forward at D = 64 is bound by instruction issue
+// (docs/perf.md, "Dense forward"); results below 2^-126 add nothing to a
+// softmax sum that is at least 1. No CUDA header exposes the instruction.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Sets the scores of a warp's two rows (this lane's) to -inf at key columns
 // col0 + c >= limit[r]: keys past the sequence end and, under a causal mask,
 // keys after the query (limit = query row + 1).
@@ -70,7 +81,7 @@ struct OnlineSoftmax {
       // A row whose keys have all been masked so far keeps max -inf; using 0
       // there makes its p exactly 0 instead of exp2(-inf + inf) = NaN.
       max_scaled[r] = new_max[r] == -INFINITY ? 0.f : new_max[r] * scale_log2;
-      rescale.row[r] = exp2f(row_max[r] * scale_log2 - max_scaled[r]);  // 0 when row_max was -inf
+      rescale.row[r] = fast_exp2(row_max[r] * scale_log2 - max_scaled[r]);  // 0 when row_max was -inf
       row_max[r] = new_max[r];
       row_sum[r] *= rescale.row[r];
     }
@@ -78,7 +89,7 @@ struct OnlineSoftmax {
     for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s.c[j][e] = exp2f(fmaf(s.c[j][e], scale_log2, -max_scaled[e >> 1]));
+        s.c[j][e] = fast_exp2(fmaf(s.c[j][e], scale_log2, -max_scaled[e >> 1]));
         row_sum[e >> 1] += s.c[j][e];
       }
     return rescale;
