@@ -22,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common/kernel_launcher.cuh"
 #include "sm90/frame.cuh"
@@ -66,8 +67,8 @@ template <typename T, int D>
 struct DenseForwardSmem {
   using Cfg = DenseForwardConfig<T, D>;
   unsigned char* tiles;
-  Barrier* q_full;    // producer -> consumers: the unit's Q has landed
-  Barrier* q_empty;   // consumers -> producer: both are past their last S of the unit
+  Barrier* q_full;   // producer -> consumers: the unit's Q has landed
+  Barrier* q_empty;  // consumers -> producer: both are past their last S of the unit
   Barrier* k_full;   // [kStages] the stage's K has landed
   Barrier* v_full;   // [kStages] the stage's V has landed
   Barrier* k_empty;  // [kStages] both consumers are past S of the stage's K
@@ -189,8 +190,9 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
   int item = 0, unit_i = 0;
   tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);  // what the producer loads
-    const auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0 + Cfg::kConsumerRows * consumer,
-                                                     Cfg::kConsumerRows);  // what this warpgroup's rows see
+    const int own_row0 = u.row0 + Cfg::kConsumerRows * consumer;
+    auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, own_row0, Cfg::kConsumerRows);  // what this warpgroup's rows see
+    if (own_row0 >= p.attn.seq_len) mine.count = 0;  // all its rows are past the end (the last unit of a head)
     int limit[2];
     tile::key_limits(u.row0 + row0, p.attn.seq_len, kCausal, lane, limit);
     tile::OnlineSoftmax softmax;
@@ -209,52 +211,68 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
       release_stage(sm.k_empty[slot_of(n).stage], lane);
       if (n + 1 == mine.count) release_stage(*sm.q_empty, lane);
     };
-    auto softmax_of = [&](int n) {  // s (tile n's scores) -> P in s; returns the rescale of earlier output
-      if (n >= mine.first_masked) tile::mask_key_columns(s, n * Cfg::kKeys, limit, lane);
+    // s (tile n's scores) -> P in s; returns the rescale of earlier output.
+    // `masked` is a type: the tiles without a mask run code without it.
+    auto softmax_of = [&](int n, auto masked) {
+      if constexpr (decltype(masked)::value) tile::mask_key_columns(s, n * Cfg::kKeys, limit, lane);
       return softmax.update(s, p.attn.scale_log2);
     };
 
-    // Tile 0: S, softmax.
-    sm.k_full[slot_of(0).stage].wait(slot_of(0).full_parity());
-    turns.wait_turn();
-    issue_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot_of(0).stage)));
-    turns.pass_turn();
-    wgmma_wait<0>();
-    fence_registers(s.regs());
-    scores_done(0);
-    softmax_of(0);  // nothing accumulated yet: no rescale
-    probs = tile::to_operand<T>(s);
-    // Tiles 1..: S of tile n is issued, then P V of tile n - 1 behind it; the
-    // softmax of tile n runs while that product is on the tensor cores.
-    for (int n = 1; n < mine.count; ++n) {
-      const auto slot = slot_of(n), prev = slot_of(n - 1);
-      sm.k_full[slot.stage].wait(slot.full_parity());
-      sm.v_full[prev.stage].wait(prev.full_parity());
+    if (mine.count == 0) {  // no rows here: Q is free at once, and the turn of tile 0's S passes
+      release_stage(*sm.q_empty, lane);
       turns.wait_turn();
-      issue_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot.stage)));
-      issue_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(prev.stage)));
       turns.pass_turn();
-      wgmma_wait<1>();  // S done; P V may still run
-      fence_registers(s.regs());
-      scores_done(n);
-      const tile::RowScale rescale = softmax_of(n);
-      wgmma_wait<0>();  // P V done: o and probs are free
-      fence_registers(o.regs());
-      release_stage(sm.v_empty[prev.stage], lane);
-      tile::scale_rows(o, rescale);
-      probs = tile::to_operand<T>(s);
-    }
-    {  // P V of the last tile.
-      const auto last = slot_of(mine.count - 1);
-      sm.v_full[last.stage].wait(last.full_parity());
+    } else {
+      // Tile 0: S, softmax.
+      sm.k_full[slot_of(0).stage].wait(slot_of(0).full_parity());
       turns.wait_turn();
-      issue_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(last.stage)));
+      issue_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot_of(0).stage)));
       turns.pass_turn();
       wgmma_wait<0>();
-      fence_registers(o.regs());
-      release_stage(sm.v_empty[last.stage], lane);
+      fence_registers(s.regs());
+      scores_done(0);
+      if (mine.first_masked == 0)  // nothing accumulated yet: no rescale
+        softmax_of(0, std::true_type{});
+      else
+        softmax_of(0, std::false_type{});
+      probs = tile::to_operand<T>(s);
+      // Tiles 1..: S of tile n is issued, then P V of tile n - 1 behind it; the
+      // softmax of tile n runs while that product is on the tensor cores.
+      auto step = [&](int n, auto masked) {
+        const auto slot = slot_of(n), prev = slot_of(n - 1);
+        sm.k_full[slot.stage].wait(slot.full_parity());
+        sm.v_full[prev.stage].wait(prev.full_parity());
+        turns.wait_turn();
+        issue_scores<T, D>(s, q_addr, tile::smem_u32(sm.k(slot.stage)));
+        issue_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(prev.stage)));
+        turns.pass_turn();
+        wgmma_wait<1>();  // S done; P V may still run
+        fence_registers(s.regs());
+        scores_done(n);
+        const tile::RowScale rescale = softmax_of(n, masked);
+        wgmma_wait<0>();  // P V done: o and probs are free
+        fence_registers(o.regs());
+        release_stage(sm.v_empty[prev.stage], lane);
+        tile::scale_rows(o, rescale);
+        probs = tile::to_operand<T>(s);
+      };
+      const int clear_end = min(mine.first_masked, mine.count);  // tiles [1, clear_end) need no mask
+      for (int n = 1; n < clear_end; ++n)
+        step(n, std::false_type{});
+      for (int n = max(clear_end, 1); n < mine.count; ++n)
+        step(n, std::true_type{});
+      {  // P V of the last tile.
+        const auto last = slot_of(mine.count - 1);
+        sm.v_full[last.stage].wait(last.full_parity());
+        turns.wait_turn();
+        issue_accumulate<T, D>(o, probs, tile::smem_u32(sm.v(last.stage)));
+        turns.pass_turn();
+        wgmma_wait<0>();
+        fence_registers(o.regs());
+        release_stage(sm.v_empty[last.stage], lane);
+      }
     }
-    // Tiles the producer loaded for the other warpgroup's rows only.
+    // Tiles the producer loaded for the other warpgroups' rows only.
     for (int n = mine.count; n < tiles.count; ++n) {
       const auto slot = slot_of(n);
       sm.k_full[slot.stage].wait(slot.full_parity());
@@ -265,12 +283,13 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
       turns.pass_turn();
     }
     item += tiles.count;
+    ++unit_i;
+    if (mine.count == 0) return;
     float lse[2];
     const tile::RowScale inverse = softmax.finish(p.attn.scale_log2, lse);
     tile::store_rows_direct(o, inverse, tile::unit_rows<T>(p.out, u, u.q_head), p.out.seq_stride, row0,
                             p.attn.seq_len - u.row0, lane);
     tile::write_lse(p.attn, u, row0, lse, lane);
-    ++unit_i;
   });
   turns.finish();
 }
