@@ -2,11 +2,13 @@
 // warp-specialized, TMA + wgmma, a FlashAttention-style loop over key tiles.
 //
 //   schedule: tile/dense_schedule.cuh hands each CTA every gridDim.x-th work
-//             unit (128 query rows of one (batch, head)), longest first;
+//             item, a pair of query blocks of one (batch, head) with equal
+//             causal cost; a unit is 64 query rows per consumer warpgroup;
 //   producer: one thread loads the unit's Q once, then streams its K and V
 //             tiles through a ring of kStages stages (K and V on separate
 //             barriers, so S = Q K^T starts before V has landed);
-//   consumers: two warpgroups of 64 query rows each read every stage:
+//   consumers: two warpgroups (three at D = 64) of 64 query rows each read
+//             every stage, taking turns to issue their products (TakeTurns):
 //             S = Q K^T (wgmma, both operands in shared memory), masking on
 //             the tiles that cross the causal diagonal or the sequence end
 //             only, online softmax in fp32 registers (tile/online_softmax.cuh),
