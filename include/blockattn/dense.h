@@ -34,7 +34,7 @@ struct DenseTensorView {
 
 struct DenseShape {
   int64_t batch = 0;    // B
-  int64_t seq_len = 0;  // S, of queries and keys alike
+  int64_t seq_len = 0;  // S, of queries and keys alike; at most 2^30
   int num_q_heads = 0;  // Hq
   int num_kv_heads = 0; // Hkv, dividing Hq
   int head_dim = 0;     // D: one of dense_configs()' head dims

@@ -21,7 +21,9 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 Status check_shape(const DenseProblem& p) {
   const DenseShape& s = p.shape;
   if (s.batch < 0 || s.batch > kInt32Max) return invalid("batch must be in [0, 2^31 - 1]; got ", s.batch);
-  if (s.seq_len < 0 || s.seq_len > kInt32Max) return invalid("seq_len must be in [0, 2^31 - 1]; got ", s.seq_len);
+  // Rows are int32 on the device, with room for a unit and a key tile past the end.
+  if (s.seq_len < 0 || s.seq_len > (int64_t{1} << 30))
+    return invalid("seq_len must be in [0, 2^30]; got ", s.seq_len);
   if (s.num_q_heads < 1) return invalid("num_q_heads must be >= 1; got ", s.num_q_heads);
   if (s.num_kv_heads < 1) return invalid("num_kv_heads must be >= 1; got ", s.num_kv_heads);
   if (s.num_q_heads % s.num_kv_heads != 0)

@@ -47,6 +47,9 @@ TEST(DenseValidation, EveryBadArgumentIsNamed) {
   a.shape.seq_len = -1;
   expect_invalid(a, "seq_len");
   a = valid_args();
+  a.shape.seq_len = (int64_t{1} << 30) + 1;
+  expect_invalid(a, "seq_len");
+  a = valid_args();
   a.shape.batch = -2;
   expect_invalid(a, "batch");
   a = valid_args();
