@@ -3,7 +3,7 @@
 Prints the package and library versions, where the library was loaded from,
 torch and its CUDA, the current GPU, the library's kernel table, and which
 implementation each operation would run on this GPU for every built dtype and
-head dim (backend queries launch nothing).
+head dim, the dense forward's included (backend queries launch nothing).
 """
 
 import os
@@ -45,6 +45,10 @@ def main() -> int:
         fusion = "rotary" if c["rotary"] else "plain"
         print(f"  {c['backend']:9s} {c['operation']:9s} {c['dtype']}  D={c['head_dim']:<4d} "
               f"block={c['block_size']:<4d} {fusion:6s} {mode}")
+    print(f"dense forward kernels ({len(_lib.DENSE_CONFIGS)}; each causal and not):")
+    for c in _lib.DENSE_CONFIGS:
+        print(f"  {_lib.BACKEND_NAMES[c.backend]:9s} {_lib.DTYPE_NAMES[c.dtype]}  D={c.head_dim:<4d} "
+              f"{'auto' if c.automatic else 'manual'}")
     if not torch.cuda.is_available():
         print("no CUDA device visible to torch: which path each call takes is not queried")
         return 0
@@ -55,6 +59,13 @@ def main() -> int:
     print("paths kAuto takes on this device:")
     for line in _paths_on_device(device):
         print(line)
+    for d in blockattn.DENSE_HEAD_DIMS:
+        q = torch.zeros(1, 2, 16, d, dtype=torch.float16, device=device)
+        try:
+            path = blockattn.dense_backend(q, q, q)
+        except RuntimeError as exc:
+            path = f"error: {exc}"
+        print(f"  dense forward D={d:<4d} {path}")
     return 0
 
 
