@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "common/kernel_launcher.cuh"
+#include "common/opaque.cuh"
 #include "sm90/frame.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"
@@ -136,10 +137,13 @@ template <typename T, int D>
 __device__ __forceinline__ void issue_scores(tile::Accumulator<DenseForwardConfig<T, D>::kKeys>& s, uint32_t q_addr,
                                              uint32_t k_addr) {
   using Cfg = DenseForwardConfig<T, D>;
+  // Q's descriptors are the same for every tile; hoisted out of the key loop
+  // they would hold 2 x D / 16 registers for the whole unit (common/opaque.cuh).
+  const uint32_t q_base = static_cast<uint32_t>(opaque(static_cast<int>(q_addr)));
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc(q_addr, kk, Cfg::kRows), kmajor_desc(k_addr, kk, Cfg::kKeys), kk > 0);
+    wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc(q_base, kk, Cfg::kRows), kmajor_desc(k_addr, kk, Cfg::kKeys), kk > 0);
   wgmma_commit();
 }
 
