@@ -44,16 +44,31 @@ blockattn_status fail(const char* message) {
 // (reuse_schedule, appended after it, defaults to 0 for callers without it).
 constexpr size_t kMinArgsSize = offsetof(blockattn_args, stream) + sizeof(void*);
 
-// Reads the caller's struct (the first struct_size bytes of it; later fields
-// keep their zero defaults). Returns null with the message set when unusable.
-const char* read_args(const blockattn_args* args, blockattn_args* local) {
+// The dense forward's struct: every field through `stream` exists since
+// version 4, the first to have them.
+constexpr size_t kMinDenseArgsSize = offsetof(blockattn_dense_args, stream) + sizeof(void*);
+
+// Reads a caller's versioned struct (the first struct_size bytes of it; later
+// fields keep their zero defaults). Returns null, or the message when unusable.
+template <typename Args>
+const char* read_versioned(const Args* args, Args* local, size_t min_size, const char* too_small) {
   if (args == nullptr) return "blockattn: args must not be null";
-  if (args->struct_size < kMinArgsSize)
-    return "blockattn: args->struct_size is smaller than any version of blockattn_args (initialize with "
-           "BLOCKATTN_ARGS_INIT)";
-  *local = blockattn_args{};
-  std::memcpy(static_cast<void*>(local), args, std::min(args->struct_size, sizeof(blockattn_args)));
+  if (args->struct_size < min_size) return too_small;
+  *local = Args{};
+  std::memcpy(static_cast<void*>(local), args, std::min(args->struct_size, sizeof(Args)));
   return nullptr;
+}
+
+const char* read_args(const blockattn_args* args, blockattn_args* local) {
+  return read_versioned(args, local, kMinArgsSize,
+                        "blockattn: args->struct_size is smaller than any version of blockattn_args (initialize with "
+                        "BLOCKATTN_ARGS_INIT)");
+}
+
+const char* read_args(const blockattn_dense_args* args, blockattn_dense_args* local) {
+  return read_versioned(args, local, kMinDenseArgsSize,
+                        "blockattn: args->struct_size is smaller than any version of blockattn_dense_args (initialize "
+                        "with BLOCKATTN_DENSE_ARGS_INIT)");
 }
 
 blockattn::TensorView view(const blockattn_tensor& t) { return {t.data, t.token_stride, t.head_stride}; }
@@ -103,27 +118,15 @@ blockattn::BackwardArgs backward_args(const blockattn_args& a) {
 }
 
 // The backend the C++ query `query` picks for the call `to_cpp(args)` describes.
-template <typename ToCpp, typename Query>
-blockattn_status query_backend(const blockattn_args* args, int32_t* chosen, ToCpp to_cpp, Query query) {
-  blockattn_args a;
+template <typename Args, typename ToCpp, typename Query>
+blockattn_status query_backend(const Args* args, int32_t* chosen, ToCpp to_cpp, Query query) {
+  Args a;
   if (const char* error = read_args(args, &a)) return fail(error);
   if (chosen == nullptr) return fail("blockattn: chosen must not be null");
   blockattn::Backend b = blockattn::Backend::kAuto;
   const blockattn::Status s = query(to_cpp(a), &b);
   if (s.ok()) *chosen = static_cast<int32_t>(b);
   return finish(s);
-}
-
-// The dense forward's arguments, read the same way (every field through
-// `stream` exists since version 4, the first to have them).
-const char* read_dense_args(const blockattn_dense_args* args, blockattn_dense_args* local) {
-  if (args == nullptr) return "blockattn: args must not be null";
-  if (args->struct_size < offsetof(blockattn_dense_args, stream) + sizeof(void*))
-    return "blockattn: args->struct_size is smaller than any version of blockattn_dense_args (initialize with "
-           "BLOCKATTN_DENSE_ARGS_INIT)";
-  *local = blockattn_dense_args{};
-  std::memcpy(static_cast<void*>(local), args, std::min(args->struct_size, sizeof(blockattn_dense_args)));
-  return nullptr;
 }
 
 blockattn::DenseTensorView dense_view(const blockattn_dense_tensor& t) {
@@ -142,6 +145,17 @@ blockattn::DenseForwardArgs dense_args(const blockattn_dense_args& a) {
   d.softmax_scale = a.softmax_scale;
   d.backend = static_cast<blockattn::Backend>(a.backend);
   return d;
+}
+
+// Row `index` of a kernel table, converted to its C struct; the message names
+// the table's count function when the index is past the end.
+template <typename Row, typename CRow, typename Convert>
+blockattn_status table_row(const Row* rows, size_t n, size_t index, CRow* out, const char* past_end, Convert convert) {
+  if (out == nullptr) return fail("blockattn: config must not be null");
+  if (index >= n) return fail(past_end);
+  *out = convert(rows[index]);
+  set_last_error("");
+  return BLOCKATTN_OK;
 }
 
 }  // namespace
@@ -169,17 +183,15 @@ extern "C" size_t blockattn_config_count(void) {
 extern "C" blockattn_status blockattn_config_at(size_t index, blockattn_config* config) {
   size_t n = 0;
   const blockattn::KernelConfig* rows = blockattn::supported_configs(&n);
-  if (config == nullptr) return fail("blockattn: config must not be null");
-  if (index >= n) return fail("blockattn: index must be < blockattn_config_count()");
-  const blockattn::KernelConfig& c = rows[index];
-  *config = {static_cast<int32_t>(c.backend),
-             static_cast<int32_t>(c.operation),
-             static_cast<int32_t>(c.dtype),
-             c.head_dim,
-             c.block_size,
-             c.automatic ? 1 : 0};
-  set_last_error("");
-  return BLOCKATTN_OK;
+  return table_row(rows, n, index, config, "blockattn: index must be < blockattn_config_count()",
+                   [](const blockattn::KernelConfig& c) {
+                     return blockattn_config{static_cast<int32_t>(c.backend),
+                                             static_cast<int32_t>(c.operation),
+                                             static_cast<int32_t>(c.dtype),
+                                             c.head_dim,
+                                             c.block_size,
+                                             c.automatic ? 1 : 0};
+                   });
 }
 
 extern "C" int32_t blockattn_config_rotary(size_t index) {
@@ -219,26 +231,19 @@ extern "C" size_t blockattn_dense_config_count(void) {
 extern "C" blockattn_status blockattn_dense_config_at(size_t index, blockattn_dense_config* config) {
   size_t n = 0;
   const blockattn::DenseKernelConfig* rows = blockattn::dense_configs(&n);
-  if (config == nullptr) return fail("blockattn: config must not be null");
-  if (index >= n) return fail("blockattn: index must be < blockattn_dense_config_count()");
-  const blockattn::DenseKernelConfig& c = rows[index];
-  *config = {static_cast<int32_t>(c.backend), static_cast<int32_t>(c.dtype), c.head_dim, c.automatic ? 1 : 0};
-  set_last_error("");
-  return BLOCKATTN_OK;
+  return table_row(rows, n, index, config, "blockattn: index must be < blockattn_dense_config_count()",
+                   [](const blockattn::DenseKernelConfig& c) {
+                     return blockattn_dense_config{static_cast<int32_t>(c.backend), static_cast<int32_t>(c.dtype),
+                                                   c.head_dim, c.automatic ? 1 : 0};
+                   });
 }
 
 extern "C" blockattn_status blockattn_dense_forward(const blockattn_dense_args* args) {
   blockattn_dense_args a;
-  if (const char* error = read_dense_args(args, &a)) return fail(error);
+  if (const char* error = read_args(args, &a)) return fail(error);
   return finish(blockattn::dense_forward(dense_args(a), static_cast<cudaStream_t>(a.stream)));
 }
 
 extern "C" blockattn_status blockattn_dense_forward_backend(const blockattn_dense_args* args, int32_t* chosen) {
-  blockattn_dense_args a;
-  if (const char* error = read_dense_args(args, &a)) return fail(error);
-  if (chosen == nullptr) return fail("blockattn: chosen must not be null");
-  blockattn::Backend b = blockattn::Backend::kAuto;
-  const blockattn::Status s = blockattn::dense_forward_backend(dense_args(a), &b);
-  if (s.ok()) *chosen = static_cast<int32_t>(b);
-  return finish(s);
+  return query_backend(args, chosen, dense_args, blockattn::dense_forward_backend);
 }
