@@ -1,4 +1,5 @@
 #include "api/validate.h"
+#include "api/validate_common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,36 +17,24 @@ using core::invalid;
 using core::Problem;
 using core::TensorRole;
 
-constexpr int64_t kElementBytes = 2;  // bf16 and fp16
-constexpr int64_t kAlignElems = kTensorAlignmentBytes / kElementBytes;
-
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kTensorAlignmentBytes == 0; }
-
 Status check_shape(const Problem& p) {
   const Shape& s = p.shape;
   if (s.num_seqs < 0 || s.num_seqs >= std::numeric_limits<int32_t>::max())
     return invalid("num_seqs must be in [0, 2^31 - 1); got ", s.num_seqs);
   if (s.total_tokens < 0 || s.total_tokens > std::numeric_limits<int32_t>::max())
     return invalid("total_tokens must be in [0, 2^31 - 1] (offsets are int32); got ", s.total_tokens);
-  if (s.num_q_heads < 1) return invalid("num_q_heads must be >= 1; got ", s.num_q_heads);
-  if (s.num_kv_heads < 1) return invalid("num_kv_heads must be >= 1; got ", s.num_kv_heads);
-  if (s.num_q_heads % s.num_kv_heads != 0)
-    return invalid("num_q_heads must be a multiple of num_kv_heads; got num_q_heads=", s.num_q_heads,
-                   ", num_kv_heads=", s.num_kv_heads);
+  BLOCKATTN_RETURN_IF_ERROR(check_heads(s.num_q_heads, s.num_kv_heads));
   if (!core::any_kernel_has_head_dim(s.head_dim))
     return invalid("head_dim must be one of the built head dims (", core::built_head_dims(), "); got ", s.head_dim);
   if (!core::any_kernel_has_block_size(s.block_size))
     return invalid("block_size must be one of the built block sizes (", core::built_block_sizes(), "); got ",
                    s.block_size);
-  if (s.dtype != DType::kBF16 && s.dtype != DType::kFP16)
-    return invalid("dtype must be kBF16 or kFP16; got ", static_cast<int>(s.dtype));
+  BLOCKATTN_RETURN_IF_ERROR(check_dtype(s.dtype));
   if (p.offsets == nullptr) return invalid("offsets must be a device pointer to num_seqs + 1 int32; got null");
   if (reinterpret_cast<uintptr_t>(p.offsets) % alignof(int32_t) != 0) return invalid("offsets must be 4-byte aligned");
   if (!std::isfinite(p.softmax_scale))
     return invalid("softmax_scale must be finite (0 selects 1/sqrt(head_dim)); got ", p.softmax_scale);
-  if (p.backend != Backend::kAuto && p.backend != Backend::kPortable && p.backend != Backend::kHopper)
-    return invalid("backend must be kAuto, kPortable or kHopper; got ", static_cast<int>(p.backend));
-  return Status::Ok();
+  return check_backend(p.backend);
 }
 
 // Byte range [first, last) a [T, heads, D] view can touch.

@@ -1,4 +1,5 @@
 #include "api/validate_dense.h"
+#include "api/validate_common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,26 +15,18 @@ namespace {
 using core::DenseProblem;
 using core::invalid;
 
-constexpr int64_t kElementBytes = 2;  // bf16 and fp16
-constexpr int64_t kAlignElems = kTensorAlignmentBytes / kElementBytes;
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 Status check_shape(const DenseProblem& p) {
   const DenseShape& s = p.shape;
   if (s.batch < 0 || s.batch > kInt32Max) return invalid("batch must be in [0, 2^31 - 1]; got ", s.batch);
   // Rows are int32 on the device, with room for a unit and a key tile past the end.
-  if (s.seq_len < 0 || s.seq_len > (int64_t{1} << 30))
-    return invalid("seq_len must be in [0, 2^30]; got ", s.seq_len);
-  if (s.num_q_heads < 1) return invalid("num_q_heads must be >= 1; got ", s.num_q_heads);
-  if (s.num_kv_heads < 1) return invalid("num_kv_heads must be >= 1; got ", s.num_kv_heads);
-  if (s.num_q_heads % s.num_kv_heads != 0)
-    return invalid("num_q_heads must be a multiple of num_kv_heads; got num_q_heads=", s.num_q_heads,
-                   ", num_kv_heads=", s.num_kv_heads);
+  if (s.seq_len < 0 || s.seq_len > (int64_t{1} << 30)) return invalid("seq_len must be in [0, 2^30]; got ", s.seq_len);
+  BLOCKATTN_RETURN_IF_ERROR(check_heads(s.num_q_heads, s.num_kv_heads));
   if (!core::any_dense_kernel_has_head_dim(s.head_dim))
     return invalid("head_dim must be one of the built dense head dims (", core::built_dense_head_dims(), "); got ",
                    s.head_dim);
-  if (s.dtype != DType::kBF16 && s.dtype != DType::kFP16)
-    return invalid("dtype must be kBF16 or kFP16; got ", static_cast<int>(s.dtype));
+  BLOCKATTN_RETURN_IF_ERROR(check_dtype(s.dtype));
   // Work units (query blocks of at least 64 rows) are counted in int32 on the
   // device, with room for a grid stride past the last one.
   constexpr int64_t kMaxUnits = int64_t{1} << 30;
@@ -42,9 +35,7 @@ Status check_shape(const DenseProblem& p) {
                    ", num_q_heads=", s.num_q_heads, ", seq_len=", s.seq_len);
   if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0.f)
     return invalid("softmax_scale must be finite and positive (0 selects 1/sqrt(head_dim)); got ", p.softmax_scale);
-  if (p.backend != Backend::kAuto && p.backend != Backend::kPortable && p.backend != Backend::kHopper)
-    return invalid("backend must be kAuto, kPortable or kHopper; got ", static_cast<int>(p.backend));
-  return Status::Ok();
+  return check_backend(p.backend);
 }
 
 // (stride, extent) of a view's batch, head and row dims.
@@ -64,8 +55,7 @@ std::pair<unsigned __int128, unsigned __int128> byte_span(const void* data, cons
 
 Status check_tensor(const char* name, const DenseTensorView& t, const Dim (&dims)[3], int dim, bool output) {
   if (t.data == nullptr) return invalid(name, ".data must not be null");
-  if (reinterpret_cast<uintptr_t>(t.data) % kTensorAlignmentBytes != 0)
-    return invalid(name, ".data must be ", kTensorAlignmentBytes, "-byte aligned");
+  if (!aligned(t.data)) return invalid(name, ".data must be ", kTensorAlignmentBytes, "-byte aligned");
   const char* stride_names[3] = {"batch_stride", "head_stride", "seq_stride"};
   for (int i = 0; i < 3; ++i)
     if (dims[i].stride < 0 || dims[i].stride % kAlignElems != 0)
