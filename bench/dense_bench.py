@@ -20,15 +20,15 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
-import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import blockattn  # noqa: E402
+from compare import bench_ms  # noqa: E402  (median of do_bench over >= 20 runs, L2 flushed)
 
 CONFIGS = {  # name: (B, S, H, D); 16384 tokens each
     "hdim64_seq4k": (4, 4096, 32, 64),
@@ -37,27 +37,11 @@ CONFIGS = {  # name: (B, S, H, D); 16384 tokens each
 }
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 CORRECT_TOLERANCE = 1e-2
-MIN_RUNS = 20
 
 
 def custom_attention_forward(q, k, v, causal=True, sm_scale=None):
     """The harness's entry point: (B, H, S, D) q, k, v -> out."""
     return blockattn.attention(q, k, v, causal=causal, scale=sm_scale)
-
-
-def bench_ms(fn: Callable[[], object]) -> float:
-    """Median milliseconds of fn over at least MIN_RUNS runs (L2 flushed between runs)."""
-    fn()  # compilation, autotuning, lazy initialization
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    once = start.elapsed_time(end)
-    return triton.testing.do_bench(
-        fn, warmup=max(25.0, 3 * once), rep=max(100.0, (MIN_RUNS + 2) * once), return_mode="median"
-    )
 
 
 def gemm_tflops(dtype) -> float:

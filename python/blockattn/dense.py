@@ -144,15 +144,17 @@ def _args(q, k, v, out, lse, causal, scale, stream) -> ctypes.Structure:
 
 
 def _run(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, return_lse: bool):
+    device = q.get_device()
+    if device != torch._C._cuda_getDevice():  # the library runs on the current device
+        with torch.cuda.device(device):
+            return _run(q, k, v, causal, scale, return_lse)
     out = _new_out(q)
     lse = q.new_empty((q.shape[0], q.shape[1], q.shape[2]) if return_lse else (0,), dtype=torch.float32)
     if q.numel() == 0:
         return out, lse
     q, k, v = _operand(q), _operand(k), _operand(v)
-    device = q.get_device()
-    with torch.cuda.device(device):
-        args = _args(q, k, v, out, lse if return_lse else None, causal, scale, torch._C._cuda_getCurrentRawStream(device))
-        status = _lib.dense_forward(ctypes.byref(args))
+    args = _args(q, k, v, out, lse if return_lse else None, causal, scale, torch._C._cuda_getCurrentRawStream(device))
+    status = _lib.dense_forward(ctypes.byref(args))
     if status != _lib.OK:
         name = _lib.STATUS_NAMES.get(status, str(status))
         raise RuntimeError(f"blockattn dense forward failed ({name}): {_lib.last_error()}")

@@ -196,9 +196,8 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
   int item = 0, unit_i = 0;
   tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);  // what the producer loads
-    const int own_row0 = u.row0 + Cfg::kConsumerRows * consumer;
-    auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, own_row0, Cfg::kConsumerRows);  // what this warpgroup's rows see
-    if (own_row0 >= p.attn.seq_len) mine.count = 0;  // all its rows are past the end (the last unit of a head)
+    const auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0 + Cfg::kConsumerRows * consumer,
+                                                     Cfg::kConsumerRows);  // what this warpgroup's rows see
     int limit[2];
     tile::key_limits(u.row0 + row0, p.attn.seq_len, kCausal, lane, limit);
     tile::OnlineSoftmax softmax;

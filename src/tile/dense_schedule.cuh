@@ -50,8 +50,9 @@ __device__ __forceinline__ void for_each_dense_unit(const DenseAttnParams& a, in
   }
 }
 
-// Key tiles of kKeys keys that rows [row0, row0 + rows) visit, and whether
-// tile n needs the mask (it crosses the causal diagonal or the sequence end).
+// Key tiles of kKeys keys that rows [row0, row0 + rows) visit (none when the
+// rows all lie past the sequence end), and whether tile n needs the mask (it
+// crosses the causal diagonal or the sequence end).
 template <int kKeys>
 struct KeyTiles {
   int count;
@@ -60,7 +61,7 @@ struct KeyTiles {
   __device__ __forceinline__ static KeyTiles of(const DenseAttnParams& a, int row0, int rows) {
     const int key_end = a.causal ? min(row0 + rows, a.seq_len) : a.seq_len;
     KeyTiles t;
-    t.count = (key_end + kKeys - 1) / kKeys;
+    t.count = row0 < a.seq_len ? (key_end + kKeys - 1) / kKeys : 0;
     // Causal: tile n is fully visible to every row when its last key
     // (n + 1) kKeys - 1 <= row0. The sequence end masks only a partial last tile.
     const int causal_clear = a.causal ? (row0 + 1) / kKeys : t.count;

@@ -27,78 +27,46 @@ DenseForwardArgs valid_args() {
   return a;
 }
 
-void expect_invalid(const DenseForwardArgs& a, const char* needle) {
+// valid_args() changed by `spoil` must be refused with `needle` in the message.
+template <typename Spoil>
+void expect_invalid(Spoil spoil, const char* needle) {
+  DenseForwardArgs a = valid_args();
+  spoil(a);
   const Status s = dense_forward(a, nullptr);
   EXPECT_EQ(s.code, StatusCode::kInvalidArgument) << needle << ": " << s.message;
   EXPECT_NE(s.message.find(needle), std::string::npos) << s.message;
 }
 
 TEST(DenseValidation, EveryBadArgumentIsNamed) {
-  DenseForwardArgs a = valid_args();
-  a.shape.head_dim = 96;
-  expect_invalid(a, "head_dim");
-  a = valid_args();
-  a.shape.num_q_heads = 3;
-  expect_invalid(a, "num_q_heads");
-  a = valid_args();
-  a.shape.num_kv_heads = 0;
-  expect_invalid(a, "num_kv_heads");
-  a = valid_args();
-  a.shape.seq_len = -1;
-  expect_invalid(a, "seq_len");
-  a = valid_args();
-  a.shape.seq_len = (int64_t{1} << 30) + 1;
-  expect_invalid(a, "seq_len");
-  a = valid_args();
-  a.shape.batch = -2;
-  expect_invalid(a, "batch");
-  a = valid_args();
-  a.shape.dtype = static_cast<DType>(7);
-  expect_invalid(a, "dtype");
-  a = valid_args();
-  a.q.seq_stride = 65;
-  expect_invalid(a, "q.seq_stride");
-  a = valid_args();
-  a.k.head_stride = -64;
-  expect_invalid(a, "k.head_stride");
-  a = valid_args();
-  a.v.data = nullptr;
-  expect_invalid(a, "v.data");
-  a = valid_args();
-  a.v.data = fake(2 * 2 * 4 * 64 * 64 + 2);
-  expect_invalid(a, "v.data");
-  a = valid_args();
-  a.out.data = a.q.data;
-  expect_invalid(a, "out must not overlap input q");
-  a = valid_args();
-  a.out.seq_stride = 32;
-  expect_invalid(a, "out rows overlap");
-  a = valid_args();
-  a.out.head_stride = 0;
-  expect_invalid(a, "out rows overlap");
-  a = valid_args();
-  a.q.batch_stride = INT64_MAX - 7;  // a multiple of 8 whose span passes 2^64 bytes
-  expect_invalid(a, "q strides reach past the address space");
-  a = valid_args();
-  a.softmax_scale = -0.5f;
-  expect_invalid(a, "softmax_scale");
-  a = valid_args();
-  a.softmax_scale = INFINITY;
-  expect_invalid(a, "softmax_scale");
-  a = valid_args();
-  a.lse = static_cast<float*>(fake(2));
-  expect_invalid(a, "lse must be 4-byte aligned");
-  a = valid_args();
-  a.lse = static_cast<float*>(a.k.data);
-  expect_invalid(a, "lse must not overlap k");
-  a = valid_args();
-  a.backend = static_cast<Backend>(9);
-  expect_invalid(a, "backend");
-  a = valid_args();
-  a.shape.batch = int64_t{1} << 20;
-  a.shape.num_q_heads = a.shape.num_kv_heads = 64;
-  a.shape.seq_len = 1 << 20;
-  expect_invalid(a, "batch x num_q_heads");
+  using Args = DenseForwardArgs;
+  expect_invalid([](Args& a) { a.shape.head_dim = 96; }, "head_dim");
+  expect_invalid([](Args& a) { a.shape.num_q_heads = 3; }, "num_q_heads");
+  expect_invalid([](Args& a) { a.shape.num_kv_heads = 0; }, "num_kv_heads");
+  expect_invalid([](Args& a) { a.shape.seq_len = -1; }, "seq_len");
+  expect_invalid([](Args& a) { a.shape.seq_len = (int64_t{1} << 30) + 1; }, "seq_len");
+  expect_invalid([](Args& a) { a.shape.batch = -2; }, "batch");
+  expect_invalid([](Args& a) { a.shape.dtype = static_cast<DType>(7); }, "dtype");
+  expect_invalid([](Args& a) { a.q.seq_stride = 65; }, "q.seq_stride");
+  expect_invalid([](Args& a) { a.k.head_stride = -64; }, "k.head_stride");
+  expect_invalid([](Args& a) { a.v.data = nullptr; }, "v.data");
+  expect_invalid([](Args& a) { a.v.data = fake(2 * 2 * 4 * 64 * 64 + 2); }, "v.data");
+  expect_invalid([](Args& a) { a.out.data = a.q.data; }, "out must not overlap input q");
+  expect_invalid([](Args& a) { a.out.seq_stride = 32; }, "out rows overlap");
+  expect_invalid([](Args& a) { a.out.head_stride = 0; }, "out rows overlap");
+  // A multiple of 8 whose span passes 2^64 bytes.
+  expect_invalid([](Args& a) { a.q.batch_stride = INT64_MAX - 7; }, "q strides reach past the address space");
+  expect_invalid([](Args& a) { a.softmax_scale = -0.5f; }, "softmax_scale");
+  expect_invalid([](Args& a) { a.softmax_scale = INFINITY; }, "softmax_scale");
+  expect_invalid([](Args& a) { a.lse = static_cast<float*>(fake(2)); }, "lse must be 4-byte aligned");
+  expect_invalid([](Args& a) { a.lse = static_cast<float*>(a.k.data); }, "lse must not overlap k");
+  expect_invalid([](Args& a) { a.backend = static_cast<Backend>(9); }, "backend");
+  expect_invalid(
+      [](Args& a) {
+        a.shape.batch = int64_t{1} << 20;
+        a.shape.num_q_heads = a.shape.num_kv_heads = 64;
+        a.shape.seq_len = 1 << 20;
+      },
+      "batch x num_q_heads");
 }
 
 TEST(DenseValidation, InputsMayAliasAndBroadcast) {
