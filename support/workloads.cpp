@@ -79,6 +79,13 @@ std::vector<Workload> extra_workloads() {
       {"mqa-d64-h8x1", kBatch, 8, 1, 64, 2048, 0.7},    // 8 query heads on 1 KV head
       {"tail-d128", 20000, 4, 4, 128, 63, 0.5},         // every sequence 1-63 tokens: one partial block
       {"tail-d64", 20000, 8, 8, 64, 63, 0.5},
+      // The headline batch at the other head dims (issue 11), H = round(512 / D).
+      {"headdim-d32-h16", kBatch, 16, 16, 32, 2048, 0.7},
+      {"headdim-d96-h5", kBatch, 5, 5, 96, 2048, 0.7},
+      {"headdim-d160-h3", kBatch, 3, 3, 160, 2048, 0.7},
+      {"headdim-d192-h3", kBatch, 3, 3, 192, 2048, 0.7},
+      {"headdim-d224-h2", kBatch, 2, 2, 224, 2048, 0.7},
+      {"headdim-d256-h2", kBatch, 2, 2, 256, 2048, 0.7},
   };
 }
 

@@ -43,7 +43,8 @@ std::vector<int32_t> sequence_lengths(int num_seqs, int max_len, double fill, ui
 std::vector<Workload> headline_workloads();
 std::vector<Workload> sweep_workloads();  // contains neither headline
 std::vector<Workload> all_workloads();    // headline, then sweep
-// Grouped-query, multi-query and tail-heavy batches (issue 10's workloads);
+// Grouped-query, multi-query and tail-heavy batches (issue 10) and the
+// headline batch at the other head dims (issue 11);
 // not part of the headline/sweep grid.
 std::vector<Workload> extra_workloads();
 std::vector<Workload> every_workload();  // all_workloads(), then extra_workloads()

@@ -33,6 +33,11 @@ _BLOCK_SIZES = {
     key: tuple(sorted({c.block_size for c in _lib.CONFIGS if (c.dtype, c.head_dim) == key}))
     for key in {(c.dtype, c.head_dim) for c in _lib.CONFIGS}
 }
+# (dtype code, head dim, block size) with a rotary backward kernel: past
+# D = 128 the table builds the rotary forward only.
+_ROTARY_BACKWARD = {
+    (c.dtype, c.head_dim, c.block_size) for c in _lib.CONFIGS if _lib.OPERATION_NAMES[c.operation] == "backward" and c.rotary
+}
 _INT32_MAX = 2**31 - 1
 # The library takes the scale as a C float; outside this range it would round
 # to 0 (which the C ABI reads as "use the default") or to infinity.
@@ -113,8 +118,14 @@ def block_attention(
     _check_block_size(block_size, q)
     scale = _resolve_scale(scale, q.shape[2])
     cos, sin, seq_start, flags = _check_rotary(rotary, q, offsets)
+    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if needs_grad and cos is not None and (_DTYPE_CODES[q.dtype], q.shape[2], block_size) not in _ROTARY_BACKWARD:
+        raise ValueError(
+            f"block_attention: rotary has no backward kernel at head_dim {q.shape[2]}, block_size {block_size} "
+            f"in this build (forward only: call it without gradients, or see supported_configs())"
+        )
     if _plain_eager():
-        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        if needs_grad:
             return _BlockAttention.apply(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)
         return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, flags), block_size=block_size)
     return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)

@@ -51,13 +51,21 @@ def workload_name(head_dim: int, max_len: int, fill: float) -> str:
     return f"sweep-d{head_dim}-L{max_len}-f{fill}"
 
 
-# Grouped-query, multi-query and tail-heavy batches (issue 10's workloads),
+# Grouped-query, multi-query and tail-heavy batches (issue 10's workloads) and
+# the other head dims (issue 11),
 # outside the headline/sweep grid: (name, batch, Hq, Hkv, D, max_len, fill).
 EXTRA = (
     ("gqa-d128-h8x2", BATCH, 8, 2, 128, 2048, 0.7),
     ("mqa-d64-h8x1", BATCH, 8, 1, 64, 2048, 0.7),
     ("tail-d128", 20000, 4, 4, 128, 63, 0.5),
     ("tail-d64", 20000, 8, 8, 64, 63, 0.5),
+    # The headline batch at the other head dims (issue 11), H = round(512 / D).
+    ("headdim-d32-h16", BATCH, 16, 16, 32, 2048, 0.7),
+    ("headdim-d96-h5", BATCH, 5, 5, 96, 2048, 0.7),
+    ("headdim-d160-h3", BATCH, 3, 3, 160, 2048, 0.7),
+    ("headdim-d192-h3", BATCH, 3, 3, 192, 2048, 0.7),
+    ("headdim-d224-h2", BATCH, 2, 2, 224, 2048, 0.7),
+    ("headdim-d256-h2", BATCH, 2, 2, 256, 2048, 0.7),
 )
 
 

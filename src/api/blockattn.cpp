@@ -23,9 +23,11 @@ size_t workspace_capacity(int64_t num_seqs, int64_t total_tokens) {
 Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   BLOCKATTN_RETURN_IF_ERROR(api::validate_problem(p));
   BLOCKATTN_RETURN_IF_ERROR(api::validate_workspace(p, workspace, workspace_bytes));
-  // A named backend is asked even when there is nothing to compute, so that a
-  // request it cannot serve is refused whatever the batch holds.
-  if (p.empty() && p.backend == Backend::kAuto) return Status::Ok();
+  // A named backend is asked even when there is nothing to compute, and kAuto
+  // checks the table, so that a request the build cannot serve is refused
+  // whatever the batch holds.
+  if (p.empty() && p.backend == Backend::kAuto)
+    return core::any_backend_has_kernel(p) ? Status::Ok() : core::no_kernel("no backend", p);
   const core::KernelBackend* backend = nullptr;
   BLOCKATTN_RETURN_IF_ERROR(api::choose_backend(p, &backend));
   if (p.empty()) return Status::Ok();

@@ -46,14 +46,6 @@ const KernelEntry<Params>* find_entry(const KernelEntry<Params> (&entries)[kN], 
   return nullptr;
 }
 
-// The reason a backend gives when its table has no such kernel.
-inline Status no_kernel(const char* backend, const core::Problem& p) {
-  return core::unsupported("backend ", backend, " has no ", operation_name(p.operation), " kernel for ",
-                           dtype_name(p.shape.dtype), ", head_dim ", p.shape.head_dim, ", block_size ",
-                           p.shape.block_size, p.fusion() == core::Fusion::kRotary ? " with rotary" : "",
-                           " in this build (supported_configs() lists what it has)");
-}
-
 // Sizes the persistent grid for up to `max_tiles` tiles and launches.
 template <typename Params>
 Status launch_persistent(const KernelEntry<Params>& kernel, const Params& params, int64_t max_tiles,
@@ -67,12 +59,12 @@ Status launch_persistent(const KernelEntry<Params>& kernel, const Params& params
 
 // Expands the generated kernel table into KernelEntry initializers for one
 // backend, in a scope where `Params` names its kernel arguments.
-#define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto, Fuse)                    \
-  {Operation::k##Op,                                                              \
-   DType::k##DT,                                                                  \
-   D,                                                                             \
-   B,                                                                             \
-   core::Fusion::k##Fuse,                                                         \
-   &launch_kernel<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>,   \
+#define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto, Fuse)                  \
+  {Operation::k##Op,                                                            \
+   DType::k##DT,                                                                \
+   D,                                                                           \
+   B,                                                                           \
+   core::Fusion::k##Fuse,                                                       \
+   &launch_kernel<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>, \
    &kernel_ctas_per_sm<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>},
 #define BLOCKATTN_KERNEL_SKIP(Op, DT, Type, D, B, Auto, Fuse)

@@ -40,6 +40,18 @@ const KernelConfig* find_kernel(Backend backend, const Problem& p) {
   return nullptr;
 }
 
+bool any_backend_has_kernel(const Problem& p) {
+  return std::any_of(std::begin(kRows), std::end(kRows),
+                     [&](const KernelConfig& c) { return find_kernel(c.backend, p) != nullptr; });
+}
+
+Status no_kernel(const char* who, const Problem& p) {
+  return unsupported(who, " has no ", operation_name(p.operation), " kernel for ", dtype_name(p.shape.dtype),
+                     ", head_dim ", p.shape.head_dim, ", block_size ", p.shape.block_size,
+                     p.fusion() == Fusion::kRotary ? " with rotary" : "",
+                     " in this build (supported_configs() lists what it has)");
+}
+
 bool any_kernel_has_head_dim(int head_dim) {
   return std::any_of(std::begin(kRows), std::end(kRows), [&](const KernelConfig& c) { return c.head_dim == head_dim; });
 }

@@ -14,6 +14,7 @@
 
 #include "blockattn/blockattn.h"
 #include "core/problem.h"
+#include "core/status.h"
 
 namespace blockattn::core {
 
@@ -30,6 +31,13 @@ KernelTable kernel_table();
 // The backend's row for the problem's combination (operation, dtype, head
 // dim, block size, fusion), or null.
 const KernelConfig* find_kernel(Backend backend, const Problem& p);
+
+// Whether any backend's row matches the problem's combination.
+bool any_backend_has_kernel(const Problem& p);
+
+// "no backend" / "backend <name>" has no such kernel: the refusal, naming the
+// combination (operation, dtype, head dim, block size, fusion).
+Status no_kernel(const char* who, const Problem& p);
 
 // Whether any backend has a kernel with this head dim / block size (for
 // argument validation), and the built values as text for messages ("64, 128").

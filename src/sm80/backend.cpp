@@ -5,6 +5,7 @@
 
 #include "common/kernel_entry.h"
 #include "core/device_info.h"
+#include "core/kernel_table.h"
 #include "sm80/params.h"
 
 namespace blockattn::sm80 {
@@ -28,7 +29,7 @@ class Sm80Backend final : public core::KernelBackend {
 
   Status supports(const Problem& p) const override {
     BLOCKATTN_RETURN_IF_ERROR(core::require_compute_capability(80, "backend kPortable"));
-    if (find_entry(kKernels, p) == nullptr) return no_kernel("kPortable", p);
+    if (find_entry(kKernels, p) == nullptr) return core::no_kernel("backend kPortable", p);
     return Status::Ok();
   }
 

@@ -7,6 +7,13 @@
 // Warp w owns query rows [16w, 16w+16) for S, dP, dS and dQ, and key rows
 // [16w, 16w+16) for dK and dV, which reduce over all query rows: P and dS go
 // through shared memory for those two products.
+//
+// Wide heads (D > 128): a warp's dK and dV rows would need 2 x D/2 registers,
+// so they are computed in two column passes over the KV group (P and dS
+// recomputed in the second, Q and dO reloaded only for groups), and every
+// output leaves straight from registers: K and V are read again by the second
+// pass, and skipping the dQ staging tile keeps the shared memory within what
+// every sm_80+ GPU gives a CTA.
 #pragma once
 
 #include "common/kernel_launcher.cuh"
@@ -30,8 +37,11 @@ struct BackwardConfig {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kTileElems = kRows * D;
   static constexpr int kProbElems = kRows * kKeys;
-  // Q, K, V, dO tiles, a dQ staging tile, then P and dS.
-  static constexpr int kSmemBytes = (5 * kTileElems + 2 * kProbElems) * 2;
+  static constexpr int kKvPasses = D > 128 ? 2 : 1;       // column passes of dK and dV
+  static constexpr int kKvCols = D / kKvPasses;           // a multiple of 16 for every head dim built
+  static constexpr bool kStagesOutputs = kKvPasses == 1;  // else outputs leave from registers
+  // Q, K, V, dO tiles, a dQ staging tile (when staged), then P and dS.
+  static constexpr int kSmemBytes = ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems) * 2;
   static constexpr int kMinCtasPerSm = D <= 64 ? 3 : 2;
 };
 
@@ -51,18 +61,20 @@ struct BackwardSmem {
     k = q + Cfg::kTileElems;
     v = k + Cfg::kTileElems;
     dout = v + Cfg::kTileElems;
-    dq = dout + Cfg::kTileElems;
-    probs = dq + Cfg::kTileElems;
+    dq = Cfg::kStagesOutputs ? dout + Cfg::kTileElems : nullptr;
+    probs = dout + (Cfg::kStagesOutputs ? 2 : 1) * Cfg::kTileElems;
     dscores = probs + Cfg::kProbElems;
   }
 };
 
 // Gradients for one query head: accumulates this warp's key rows of dK (unscaled)
-// and dV, and writes this warp's rows of dQ. Q and dO of the head are in smem.
-template <typename T, int D, int B, typename Hooks>
+// and dV in columns [kKvCols * pass, + kKvCols), and in pass 0 writes this
+// warp's rows of dQ. Q and dO of the head are in smem.
+template <typename T, int D, int B, typename Hooks, int kKvCols>
 __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks& hooks,
                                                     const BackwardSmem<T, D, B>& sm, const tile::TileCoords& t,
-                                                    tile::Accumulator<D>& dk, tile::Accumulator<D>& dv) {
+                                                    tile::Accumulator<kKvCols>& dk, tile::Accumulator<kKvCols>& dv,
+                                                    int pass) {
   using Cfg = BackwardConfig<T, D, B>;
   constexpr int kKeys = Cfg::kKeys;
   const int tid = opaque(static_cast<int>(threadIdx.x));  // see common/opaque.cuh
@@ -94,24 +106,61 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
   __syncthreads();
 
   // dV += P^T dO and dK += dS^T Q over all query rows, for this warp's keys.
-  gemm_atb<T, D, Cfg::kRows, kKeys>(dv, sm.probs, row0, sm.dout, lane);
-  gemm_atb<T, D, Cfg::kRows, kKeys>(dk, sm.dscores, row0, sm.q, lane);
+  const int kv_col0 = kKvCols * pass;
+  gemm_atb<T, kKvCols, Cfg::kRows, kKeys, D>(dv, sm.probs, row0, sm.dout, kv_col0, lane);
+  gemm_atb<T, kKvCols, Cfg::kRows, kKeys, D>(dk, sm.dscores, row0, sm.q, kv_col0, lane);
+  if (pass > 0) return;
 
-  // dQ = scale * dS K, in 64-column slices to bound registers (whole rows
-  // where the epilogue needs them), staged in the warp's own rows of the dQ tile.
+  // dQ = scale * dS K, in 64-column slices (32 where D is an odd multiple of
+  // 32) to bound registers, whole rows where the epilogue needs them; staged
+  // in the warp's own rows of the dQ tile, or stored from registers.
   using Layout = tile::SwizzledRows<D>;
-  constexpr int kDqCols = Hooks::kWholeRows ? D : 64;
+  constexpr int kDqCols = Hooks::kWholeRows ? D : (D % 64 == 0 ? 64 : 32);
+  const tile::RowScale scale = tile::RowScale::uniform(p.attn.softmax_scale);
+  T* const dst = tile::head_rows_out<T>(p.dq, t.block, t.q_head);
 #pragma unroll
   for (int c = 0; c < D / kDqCols; ++c) {
     tile::Accumulator<kDqCols> dq;
     dq.zero();
     gemm_rab<T, kDqCols, kKeys, D>(dq, ds_op, sm.k, kDqCols * c, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, kDqCols * c, lane);
-    tile::stage_rows<Layout, T>(dq, tile::RowScale::uniform(p.attn.softmax_scale), sm.dq, row0, kDqCols * c, lane);
+    if constexpr (Cfg::kStagesOutputs)
+      tile::stage_rows<Layout, T>(dq, scale, sm.dq, row0, kDqCols * c, lane);
+    else
+      tile::store_rows_direct<T>(dq, scale, dst + kDqCols * c, p.dq.token_stride, row0, valid, lane);
   }
-  __syncwarp();
-  tile::store_rows<Layout, D>(sm.dq, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
-                              lane);
+  if constexpr (Cfg::kStagesOutputs) {
+    __syncwarp();
+    tile::store_rows<Layout, D>(sm.dq, row0, dst, p.dq.token_stride, valid, lane);
+  }
+}
+
+// This warp's rows of dK (scaled) and dV, columns [kKvCols * pass, + kKvCols):
+// staged in the dead K and V tiles (one pass) or stored from registers.
+template <typename T, int D, int B, typename Hooks, int kKvCols>
+__device__ __forceinline__ void write_kv_gradients(const Params& p, const Hooks& hooks, const BackwardSmem<T, D, B>& sm,
+                                                   const tile::TileCoords& t, tile::Accumulator<kKvCols>& dk,
+                                                   tile::Accumulator<kKvCols>& dv, int pass) {
+  using Cfg = BackwardConfig<T, D, B>;
+  using Layout = tile::SwizzledRows<D>;
+  static_assert(Cfg::kKvPasses == 1 || !Hooks::kWholeRows, "an epilogue that needs whole rows needs one pass");
+  const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32), col0 = kKvCols * pass;
+  const tile::RowScale dk_scale = tile::RowScale::uniform(p.attn.softmax_scale), one = tile::RowScale::uniform(1.f);
+  T* const dk_dst = tile::head_rows_out<T>(p.dk, t.block, t.kv_head);
+  T* const dv_dst = tile::head_rows_out<T>(p.dv, t.block, t.kv_head);
+  hooks.epilogue(tile::Output::kDk, dk, t, row0, col0, lane);
+  hooks.epilogue(tile::Output::kDv, dv, t, row0, col0, lane);
+  if constexpr (Cfg::kStagesOutputs) {
+    // K and V are no longer read: stage this warp's rows there.
+    tile::stage_rows<Layout, T>(dk, dk_scale, sm.k, row0, 0, lane);
+    tile::stage_rows<Layout, T>(dv, one, sm.v, row0, 0, lane);
+    __syncwarp();
+    tile::store_rows<Layout, D>(sm.k, row0, dk_dst, p.dk.token_stride, t.block.row_count, lane);
+    tile::store_rows<Layout, D>(sm.v, row0, dv_dst, p.dv.token_stride, t.block.row_count, lane);
+  } else {
+    tile::store_rows_direct<T>(dk, dk_scale, dk_dst + col0, p.dk.token_stride, row0, t.block.row_count, lane);
+    tile::store_rows_direct<T>(dv, one, dv_dst + col0, p.dv.token_stride, row0, t.block.row_count, lane);
+  }
 }
 
 template <typename T, int D, int B, core::Fusion F>
@@ -124,7 +173,6 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
   extern __shared__ __align__(128) unsigned char smem[];
   const BackwardSmem<T, D, B> sm(smem);
   const Hooks hooks(p.attn);
-  const int lane = threadIdx.x % 32, row0 = 16 * (threadIdx.x / 32);
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
   const int num_tiles = p.attn.schedule.block_count() * num_kv_heads;
 
@@ -135,35 +183,31 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
     load_tile_async<kRows, D, kT>(sm.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride, valid);
     load_tile_async<kRows, D, kT>(sm.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride, valid);
 
-    tile::Accumulator<D> dk, dv;
-    dk.zero();
-    dv.zero();
-    for (int g = 0; g < p.attn.group_size; ++g) {
-      const tile::TileCoords th{t.block, t.q_head + g, t.kv_head, t.block_index};  // this query head of the group
-      load_tile_async<kRows, D, kT>(sm.q, tile::head_rows<T>(p.q, th.block, th.q_head), p.q.token_stride, valid);
-      load_tile_async<kRows, D, kT>(sm.dout, tile::head_rows<T>(p.dout, th.block, th.q_head), p.dout.token_stride,
-                                    valid);
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-      // K and V stay in shared memory across the group: transformed once.
-      hooks.template prologue<Layout, kRows, D, kT>(th, threadIdx.x, sm.q, g == 0 ? sm.k : nullptr,
-                                                    g == 0 ? sm.v : nullptr);
-      if constexpr (Hooks::kModifiesOperands) __syncthreads();  // prologue writes before any product
-      backward_query_head<T, D, B>(p, hooks, sm, th, dk, dv);
-      __syncthreads();  // Q, dO, P and dS are rewritten next
+#pragma unroll 1
+    for (int pass = 0; pass < Cfg::kKvPasses; ++pass) {
+      tile::Accumulator<Cfg::kKvCols> dk, dv;
+      dk.zero();
+      dv.zero();
+      for (int g = 0; g < p.attn.group_size; ++g) {
+        const tile::TileCoords th{t.block, t.q_head + g, t.kv_head, t.block_index};  // this query head of the group
+        if (pass == 0 || p.attn.group_size > 1) {  // a lone head's Q and dO are still there from pass 0
+          load_tile_async<kRows, D, kT>(sm.q, tile::head_rows<T>(p.q, th.block, th.q_head), p.q.token_stride, valid);
+          load_tile_async<kRows, D, kT>(sm.dout, tile::head_rows<T>(p.dout, th.block, th.q_head), p.dout.token_stride,
+                                        valid);
+          cp_async_commit();
+          cp_async_wait<0>();
+          __syncthreads();
+          // K and V stay in shared memory across the group: transformed once.
+          const bool first = pass == 0 && g == 0;
+          hooks.template prologue<Layout, kRows, D, kT>(th, threadIdx.x, sm.q, first ? sm.k : nullptr,
+                                                        first ? sm.v : nullptr);
+          if constexpr (Hooks::kModifiesOperands) __syncthreads();  // prologue writes before any product
+        }
+        backward_query_head<T, D, B>(p, hooks, sm, th, dk, dv, pass);
+        __syncthreads();  // Q, dO, P and dS are rewritten next
+      }
+      write_kv_gradients<T, D, B>(p, hooks, sm, t, dk, dv, pass);
     }
-
-    // K and V are no longer read: stage this warp's dK and dV rows there.
-    hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
-    hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
-    tile::stage_rows<Layout, T>(dk, tile::RowScale::uniform(p.attn.softmax_scale), sm.k, row0, 0, lane);
-    tile::stage_rows<Layout, T>(dv, tile::RowScale::uniform(1.f), sm.v, row0, 0, lane);
-    __syncwarp();
-    tile::store_rows<Layout, D>(sm.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid,
-                                lane);
-    tile::store_rows<Layout, D>(sm.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid,
-                                lane);
     __syncthreads();  // staging reads finish before the next tile's loads land
   }
 }

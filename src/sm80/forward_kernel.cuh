@@ -4,7 +4,9 @@
 //
 //   frame:   a persistent loop over the CTA's tiles with two shared-memory
 //            stages of {Q, K, V}: while the CTA computes tile i from one
-//            stage, cp.async fills the other with tile i + gridDim.x;
+//            stage, cp.async fills the other with tile i + gridDim.x. Wide
+//            heads, whose two stages would pass what every sm_80+ GPU gives a
+//            CTA, have one stage: the other resident CTAs overlap the loads;
 //   loader:  forward_issue_loads (cp.async, rows past the block zero-filled);
 //   tile op: forward_tile, with the hooks of tile/hooks.cuh.
 // The output is staged in the warp's own Q rows (no other warp reads them, and
@@ -30,9 +32,10 @@ struct ForwardConfig {
   static constexpr int kKeys = B;  // key columns of S
   static constexpr int kWarps = kRows / 16;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kStages = 2;
   static constexpr int kTileElems = kRows * D;
   static constexpr int kStageBytes = 3 * kTileElems * 2;  // Q, K, V
+  static constexpr int kStages = 2 * kStageBytes <= 96 * 1024 ? 2 : 1;
+  static constexpr int kOutCols = D > 128 ? D / 2 : D;  // columns of O per product
   static constexpr int kSmemBytes = kStages * kStageBytes;
   // Enough resident CTAs to keep loads in flight; the launch bound caps
   // registers accordingly (measured: docs/perf.md).
@@ -83,16 +86,24 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
   const tile::OperandA<Cfg::kKeys> probs = tile::to_operand<T>(s);
 
-  tile::Accumulator<D> o;
-  o.zero();
-  gemm_rab<T, D, Cfg::kKeys, D>(o, probs, ops.v, 0, lane);
-  hooks.epilogue(tile::Output::kOut, o, t, row0, 0, lane);
-
-  // The warp's Q rows are dead (only this warp read them): stage O there,
-  // normalized, once every lane's ldmatrix reads of them are behind it.
+  // O = P V, normalized and staged in the warp's own Q rows (dead: only this
+  // warp read them, and S is done) once every lane's ldmatrix reads of them
+  // are behind it. Wide heads take O in two column halves, so that one
+  // half's accumulator and P fit the registers together.
+  constexpr int kOutCols = Cfg::kOutCols;
+  const tile::RowScale inverse = tile::inverse(row_sum);
   __syncwarp();
-  tile::write_rows<Layout>(o, tile::inverse(row_sum), ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head),
-                           p.out.token_stride, t.block.row_count, lane);
+#pragma unroll
+  for (int c = 0; c < D / kOutCols; ++c) {
+    tile::Accumulator<kOutCols> o;
+    o.zero();
+    gemm_rab<T, kOutCols, Cfg::kKeys, D>(o, probs, ops.v, kOutCols * c, lane);
+    hooks.epilogue(tile::Output::kOut, o, t, row0, kOutCols * c, lane);
+    tile::stage_rows<Layout, T>(o, inverse, ops.q, row0, kOutCols * c, lane);
+  }
+  __syncwarp();
+  tile::store_rows<Layout, D>(ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
+                              t.block.row_count, lane);
 }
 
 template <typename T, int D, int B, core::Fusion F>
@@ -111,14 +122,22 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfi
   forward_issue_loads<T, D, B>(p, tile, stage_ptr(0));
   cp_async_commit();
 
-  for (int stage = 0; tile < num_tiles; tile += gridDim.x, stage ^= 1) {
+  for (int i = 0; tile < num_tiles; tile += gridDim.x, ++i) {
     const int next = tile + gridDim.x;
-    if (next < num_tiles) forward_issue_loads<T, D, B>(p, next, stage_ptr(stage ^ 1));
-    cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning the current tile
-    cp_async_wait<1>();
+    T* const current = stage_ptr(i % Cfg::kStages);
+    T* const other = stage_ptr((i + 1) % Cfg::kStages);  // the current one when there is one stage
+    if constexpr (Cfg::kStages == 2) {
+      if (next < num_tiles) forward_issue_loads<T, D, B>(p, next, other);
+      cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning the current tile
+    }
+    cp_async_wait<Cfg::kStages - 1>();
     __syncthreads();
-    forward_tile<T, D, B>(p, hooks, tile, stage_ptr(stage));
-    __syncthreads();  // this stage is refilled next iteration
+    forward_tile<T, D, B>(p, hooks, tile, current);
+    __syncthreads();  // this stage is refilled next
+    if constexpr (Cfg::kStages == 1) {
+      if (next < num_tiles) forward_issue_loads<T, D, B>(p, next, other);
+      cp_async_commit();
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "common/kernel_entry.h"
 #include "core/device_info.h"
+#include "core/kernel_table.h"
 #include "sm90/params.h"
 #include "sm90/tensor_map.h"
 
@@ -54,7 +55,7 @@ class Sm90Backend final : public core::KernelBackend {
 
   Status supports(const Problem& p) const override {
     BLOCKATTN_RETURN_IF_ERROR(core::require_exact_compute_capability(90, "backend kHopper"));
-    if (find_entry(kKernels, p) == nullptr) return no_kernel("kHopper", p);
+    if (find_entry(kKernels, p) == nullptr) return core::no_kernel("backend kHopper", p);
     if (p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads)
       return core::unsupported(
           "backend kHopper's backward supports num_q_heads == num_kv_heads only (grouped-query attention runs on "

@@ -44,15 +44,19 @@ struct BackwardConfig {
   // a third consumer warpgroup hides the other two's latency.
   static constexpr int kConsumers = D <= 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kChunks = D / tile::kChunkCols;
+  // Head dims that are not a multiple of 64 fill whole chunks, as in the
+  // forward (forward_kernel.cuh): TMA reads zeros past column D, the products
+  // over D sum the real columns only, and only D columns are stored.
+  static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;
+  static constexpr int kPaddedD = kChunks * tile::kChunkCols;
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
   // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB: the third
   // consumer's scratch needs the room of the sixth).
   static constexpr int kStages = (kConsumers == 3 ? 160 * 1024 : 192 * 1024) / kStageBytes;
-  static constexpr int kProbTileBytes = kRows * kKeys * 2;    // P or dS
-  static constexpr int kScratchBytes = 2 * kProbTileBytes;    // per consumer
+  static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
+  static constexpr int kScratchBytes = 2 * kProbTileBytes;  // per consumer
   static constexpr int kSmemBytes =
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
@@ -120,7 +124,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   using Cfg = BackwardConfig<T, D, B>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = tile::SwizzledRows<Cfg::kKeys>;
-  constexpr int kRows = Cfg::kRows, kKeys = Cfg::kKeys;
+  constexpr int kRows = Cfg::kRows, kKeys = Cfg::kKeys, kPaddedD = Cfg::kPaddedD;
   const uint32_t barrier_id = 1 + consumer;
   T* probs_tile = sm.probs(consumer);
   T* dscores_tile = sm.dscores(consumer);
@@ -173,20 +177,20 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // dV = P^T dO, staged in this warp's key rows of V.
   {
     tile::OperandA<kRows> pt = transposed_rows<T, kRows, kKeys>(probs_tile, row0, lane);
-    tile::Accumulator<D> dv;
-    wgmma_rs_tile<T, D, kRows>(dv, pt, dout_addr);
+    tile::Accumulator<kPaddedD> dv;
+    wgmma_rs_tile<T, kPaddedD, kRows>(dv, pt, dout_addr);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
-    tile::write_rows<Layout>(dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride,
-                             valid, lane);
+    tile::write_rows<Layout, T, kPaddedD, D>(dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
+                                             p.dv.token_stride, valid, lane);
   }
 
   named_barrier_sync(barrier_id, 128);  // no warp's dV product reads dO any more: dQ is staged there
 
   // dQ = scale dS K, 64 columns at a time (B = one 64-column chunk of K), or
   // whole rows where the epilogue needs them (fewer live registers otherwise).
-  constexpr int kDqCols = Hooks::kWholeRows ? D : tile::kChunkCols;
+  constexpr int kDqCols = Hooks::kWholeRows ? kPaddedD : tile::kChunkCols;
 #pragma unroll
-  for (int c = 0; c < D / kDqCols; ++c) {
+  for (int c = 0; c < kPaddedD / kDqCols; ++c) {
     tile::Accumulator<kDqCols> dq;
     wgmma_fence();
 #pragma unroll
@@ -210,11 +214,11 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // dK = scale dS^T Q.
   {
     tile::OperandA<kRows> dst = transposed_rows<T, kRows, kKeys>(dscores_tile, row0, lane);
-    tile::Accumulator<D> dk;
-    wgmma_rs_tile<T, D, kRows>(dk, dst, q_addr);
+    tile::Accumulator<kPaddedD> dk;
+    wgmma_rs_tile<T, kPaddedD, kRows>(dk, dst, q_addr);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
-    tile::write_rows<Layout>(dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
-                             p.dk.token_stride, valid, lane);
+    tile::write_rows<Layout, T, kPaddedD, D>(dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
+                                             p.dk.token_stride, valid, lane);
   }
 }
 

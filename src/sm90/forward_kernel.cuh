@@ -10,6 +10,12 @@
 //            and leaves with 16-byte stores that skip rows past the block end.
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
+//
+// Head dims that are not a multiple of 64 (32, 96, 160, 224) fill whole
+// 64-column chunks: the TMA box reads past the head's last column as zeros
+// (the map's innermost extent is D), so the bytes moved are the head's own.
+// S sums over the D real columns only; O = P V runs over the padded width
+// (a wgmma N the instruction has) and only D columns are stored.
 #pragma once
 
 #include "common/kernel_launcher.cuh"
@@ -32,11 +38,13 @@ struct ForwardConfig {
   using Layout = tile::Chunked<kRows>;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kChunks = D / tile::kChunkCols;  // 64-column chunks per row
+  static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;  // 64-column chunks per row
+  static constexpr int kPaddedD = kChunks * tile::kChunkCols;                    // columns of a tile in smem
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V
   static constexpr int kStageBytes = 3 * kTileBytes;
-  static constexpr int kStages = (192 * 1024) / kStageBytes;  // 192 KB of tiles: 8 stages at D = 64, 4 at 128
+  static constexpr int kStages =
+      (192 * 1024) / kStageBytes;  // 192 KB of tiles: 8 stages at D = 64, 4 at 128, 2 past 128
   static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K registers. The producer needs ~40 for its
@@ -102,12 +110,12 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
 
   // O = P V over the block's keys; V is the transposed (MN-major) B operand.
   const uint32_t v_addr = tile::smem_u32(ops.v);
-  tile::Accumulator<D> o;
+  tile::Accumulator<Cfg::kPaddedD> o;
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
     fence_registers(probs.a[kk]);
-    wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc(v_addr, kk, Cfg::kRows), kk > 0);
+    wgmma_rs<T, Cfg::kPaddedD>(o.regs(), probs.a[kk], mnmajor_desc(v_addr, kk, Cfg::kRows), kk > 0);
   }
   wgmma_commit();
   wgmma_wait<0>();
@@ -116,10 +124,16 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
 
   // Normalize and stage O in this warp's rows of the Q buffer, once every
   // warp of the group is past S (the wgmma read all of Q), then store the
-  // rows that belong to the block.
-  named_barrier_sync(barrier_id, 128);
-  tile::write_rows<Layout>(o, tile::inverse(row_sum), ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head),
-                           p.out.token_stride, valid, lane);
+  // rows that belong to the block. Past 128 columns, staging next to the
+  // live accumulator spills (ptxas: 316-712 bytes), so O leaves from registers.
+  T* const dst = tile::head_rows_out<T>(p.out, t.block, t.q_head);
+  if constexpr (Cfg::kPaddedD > 128) {
+    tile::store_rows_direct<T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), dst, p.out.token_stride, row0, valid, lane);
+  } else {
+    named_barrier_sync(barrier_id, 128);
+    tile::write_rows<Layout, T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), ops.q, row0, dst, p.out.token_stride,
+                                                  valid, lane);
+  }
 }
 
 template <typename T, int D, int B, core::Fusion F>

@@ -45,29 +45,33 @@ __device__ __forceinline__ void store_rows(const T* tile, int row0, T* dst, int6
 
 // An output's way out: the warp's 16 x kN accumulator rows, scaled and
 // rounded, staged in a kN-wide tile the warp owns, then (once every lane has
-// written) stored to `dst` up to valid_rows.
-template <typename Layout, typename T, int kN>
+// written) its first kStoreCols columns stored to `dst` up to valid_rows
+// (fewer than kN where a head's columns were padded to a whole tile).
+template <typename Layout, typename T, int kN, int kStoreCols = kN>
 __device__ __forceinline__ void write_rows(const Accumulator<kN>& acc, const RowScale& scale, T* staging, int row0,
                                            T* dst, int64_t row_stride, int valid_rows, int lane) {
+  static_assert(kStoreCols <= kN, "stores only columns the accumulator has");
   stage_rows<Layout, T>(acc, scale, staging, row0, 0, lane);
   __syncwarp();
-  store_rows<Layout, kN>(staging, row0, dst, row_stride, valid_rows, lane);
+  store_rows<Layout, kStoreCols>(staging, row0, dst, row_stride, valid_rows, lane);
 }
 
-// Writes a warp's 16 x kN accumulator rows (rows row0.. of `dst`, rows
-// `row_stride` elements apart), scaled per row and rounded to T, straight from
-// registers with 4-byte stores, skipping rows at or past valid_rows. For
-// outputs that have no dead shared-memory tile to stage in.
-template <typename T, int kN>
+// Writes the first kStoreCols columns of a warp's 16 x kN accumulator rows
+// (rows row0.. of `dst`, rows `row_stride` elements apart), scaled per row and
+// rounded to T, straight from registers with 4-byte stores, skipping rows at
+// or past valid_rows. For outputs that have no dead shared-memory tile to
+// stage in, or too many columns to stage without spilling.
+template <typename T, int kN, int kStoreCols = kN>
 __device__ __forceinline__ void store_rows_direct(const Accumulator<kN>& acc, const RowScale& scale, T* dst,
                                                   int64_t row_stride, int row0, int valid_rows, int lane) {
+  static_assert(kStoreCols <= kN && kStoreCols % 8 == 0, "whole fragments the accumulator has");
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + lane / 4 + 8 * r;
     if (row >= valid_rows) continue;
     T* out = dst + row * row_stride + 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < kN / 8; ++j)
+    for (int j = 0; j < kStoreCols / 8; ++j)
       *reinterpret_cast<uint32_t*>(out + 8 * j) =
           pack2<T>(acc.c[j][2 * r] * scale.row[r], acc.c[j][2 * r + 1] * scale.row[r]);
   }

@@ -5,9 +5,9 @@
 // multiple of 8 or within one 16-byte unit). Both XOR the 16-byte unit index
 // with row % 8, so the eight row addresses of an ldmatrix and a warp's 16-byte
 // accesses fall in distinct banks:
-//   SwizzledRows<kCols>  rows of kCols elements (32, or a multiple of 64), one
-//                        after another (cp.async tiles of the sm80 kernels,
-//                        P/dS scratch everywhere);
+//   SwizzledRows<kCols>  rows of kCols elements (a multiple of 32), one after
+//                        another (cp.async tiles of the sm80 kernels, P/dS
+//                        scratch everywhere);
 //   Chunked<kRows>       64-column chunks of [kRows][128 bytes], each 1024-byte
 //                        aligned: what a TMA box with 128-byte swizzle writes
 //                        and what wgmma descriptors address (sm90 kernels).
@@ -19,13 +19,17 @@ namespace blockattn::tile {
 
 template <int kCols>
 struct SwizzledRows {
-  static_assert(kCols % 64 == 0 || kCols == 32, "rows of 32 columns or a multiple of 64");
+  static_assert(kCols % 32 == 0, "rows of a multiple of 32 columns (64 bytes)");
   static constexpr int kUnitsPerRow = kCols / 8;
 
-  // 32-column rows (P and dS of 32-token blocks) are two to a 128-byte line,
-  // so the unit index is XORed with the row pair's index instead.
+  // Rows of a multiple of 128 bytes start on bank 0: XOR the unit index with
+  // row % 8. Rows of an odd multiple of 64 bytes (32, 96, 160, 224 columns)
+  // start alternately on bank 0 and bank 16, so rows 2i and 2i + 1 already
+  // differ in the unit's bit 2: XOR its low two bits with the row pair's
+  // index (which keeps the unit inside its aligned group of four, hence
+  // inside the row).
   __device__ static __forceinline__ int offset(int row, int col) {
-    const int swizzle = kCols >= 64 ? (row & 7) : ((row >> 1) & 3);
+    const int swizzle = kCols % 64 == 0 ? (row & 7) : ((row >> 1) & 3);
     return row * kCols + ((((col >> 3) ^ swizzle)) << 3) + (col & 7);
   }
 };

@@ -44,8 +44,10 @@ TEST(Workloads, NamesAreUniqueAndFindable) {
   EXPECT_NE(find_workload(all, "headline-d128"), nullptr);
   EXPECT_EQ(find_workload(all, "no-such-workload"), nullptr);
   const auto every = every_workload();
-  EXPECT_EQ(every.size(), 28u);
-  for (const char* name : {"gqa-d128-h8x2", "mqa-d64-h8x1", "tail-d128", "tail-d64"})
+  EXPECT_EQ(every.size(), 34u);
+  for (const char* name :
+       {"gqa-d128-h8x2", "mqa-d64-h8x1", "tail-d128", "tail-d64", "headdim-d32-h16", "headdim-d96-h5",
+        "headdim-d160-h3", "headdim-d192-h3", "headdim-d224-h2", "headdim-d256-h2"})
     EXPECT_NE(find_workload(every, name), nullptr) << name;
 }
 

@@ -233,9 +233,9 @@ int device_compute_capability() {
 }
 
 // The portable path everywhere, plus the sm_90 path on compute capability 9.0;
-// of those, the ones whose kernel table has this operation, dtype, head dim
-// and block size.
-std::vector<Backend> device_backends(Operation op, DType dtype, int head_dim, int block_size) {
+// of those, the ones whose kernel table has this operation, dtype, head dim,
+// block size and fusion.
+std::vector<Backend> device_backends(Operation op, DType dtype, int head_dim, int block_size, bool rotary) {
   std::vector<Backend> backends = {Backend::kPortable};
   if (device_compute_capability() == 90)
     backends.push_back(Backend::kHopper);
@@ -247,7 +247,7 @@ std::vector<Backend> device_backends(Operation op, DType dtype, int head_dim, in
   for (Backend b : backends)
     for (size_t i = 0; i < n; ++i)
       if (rows[i].backend == b && rows[i].operation == op && rows[i].dtype == dtype && rows[i].head_dim == head_dim &&
-          rows[i].block_size == block_size) {
+          rows[i].block_size == block_size && rows[i].rotary == rotary) {
         built.push_back(b);
         break;
       }
@@ -377,7 +377,8 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
   // accuracy, untouched rows, determinism.
   std::vector<double> ref_out(q.dense.size());
   reference::forward(ref, qr, kr, vr, ref_out);
-  for (Backend backend : device_backends(Operation::kForward, c.dtype, c.head_dim, c.block_size)) {
+  const bool rotated = rotary_tables != nullptr;
+  for (Backend backend : device_backends(Operation::kForward, c.dtype, c.head_dim, c.block_size, rotated)) {
     std::vector<T> outs[2];
     for (auto& host_out : outs) {
       DeviceBuffer<T> out(ql.elems());
@@ -408,7 +409,20 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
     reference::rotate(ref, rotary_tables->tables, c.hkv, true, rdk);
     if (c.rotary.rotate_v) reference::rotate(ref, rotary_tables->tables, c.hkv, true, rdv);
   }
-  for (Backend backend : device_backends(Operation::kBackward, c.dtype, c.head_dim, c.block_size)) {
+  const std::vector<Backend> backward_paths =
+      device_backends(Operation::kBackward, c.dtype, c.head_dim, c.block_size, rotated);
+  if (backward_paths.empty()) {  // a combination the table does not build: a clear refusal, nothing written
+    DeviceBuffer<T> dq(ql.elems()), dk(kl.elems()), dv(kl.elems());
+    BackwardArgs a =
+        backward_args(forward_args(shape, offsets.get(), ql, kl, dq_in.get(), dk_in.get(), dv_in.get(), nullptr), ql,
+                      kl, ddout.get(), dq.get(), dk.get(), dv.get());
+    a.options = {c.scale, Backend::kAuto};
+    a.rotary = rotary;
+    const Status s = backward(a, workspace.get(), workspace.bytes(), nullptr);
+    EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+    EXPECT_NE(s.message.find("head_dim " + std::to_string(c.head_dim)), std::string::npos) << s.message;
+  }
+  for (Backend backend : backward_paths) {
     const char* path = backend == Backend::kHopper ? "hopper" : "portable";
     auto run = [&](DeviceBuffer<T>& dq, DeviceBuffer<T>& dk, DeviceBuffer<T>& dv) {
       BackwardArgs a =
@@ -733,7 +747,7 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
   offsets.upload(offsets_host);
   DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
   const Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
-  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128, kDefaultBlockSize)) {
+  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128, kDefaultBlockSize, false)) {
     ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
     fa.options.backend = backend;
     auto backward_grads = [&](bool reuse, const BackwardArgs& base) {
