@@ -35,7 +35,7 @@ struct ForwardConfig {
   static constexpr int kTileElems = kRows * D;
   static constexpr int kStageBytes = 3 * kTileElems * 2;  // Q, K, V
   static constexpr int kStages = 2 * kStageBytes <= 96 * 1024 ? 2 : 1;
-  static constexpr int kOutCols = D > 128 ? D / 2 : D;  // columns of O per product
+  static constexpr int kOutCols = D <= 128 ? D : D % 64 == 0 ? 64 : D / 2;  // columns of O per product
   static constexpr int kSmemBytes = kStages * kStageBytes;
   // Enough resident CTAs to keep loads in flight; the launch bound caps
   // registers accordingly (measured: docs/perf.md).

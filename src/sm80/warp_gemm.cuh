@@ -26,7 +26,7 @@ __device__ __forceinline__ void gemm_abt(Accumulator<kN>& acc, const T* a_tile, 
   const uint32_t a_base = tile::smem_u32(a_tile), b_base = tile::smem_u32(b_tile);
   // Wide heads: unrolled whole, the k loop's fragment loads would be hoisted
   // past what the registers hold (spills at D = 256).
-  constexpr int kUnroll = kK > 128 ? 16 : kK / 16;
+  constexpr int kUnroll = kK > 128 ? 8 : kK / 16;
 #pragma unroll kUnroll
   for (int kk = 0; kk < kK / 16; ++kk) {
     uint32_t a[4];

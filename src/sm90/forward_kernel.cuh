@@ -43,12 +43,11 @@ struct ForwardConfig {
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V
   static constexpr int kStageBytes = 3 * kTileBytes;
-  static constexpr int kStages =
-      (192 * 1024) / kStageBytes;  // 192 KB of tiles: 8 stages at D = 64, 4 at 128, 2 past 128
+  static constexpr int kStages = (192 * 1024) / kStageBytes;  // 192 KB of tiles: 8 stages at D <= 64, 4 at 128, 2 past
   static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
-  // 128 x 40 + 256 x 232 <= 64K registers. The producer needs ~40 for its
-  // TMA coordinates without spilling.
+  // 128 x 40 + 256 x 232 <= 384 x 168 registers at launch. The producer
+  // needs ~40 for its TMA coordinates without spilling.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
 

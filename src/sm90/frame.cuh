@@ -20,6 +20,12 @@ namespace blockattn::sm90 {
 // per branch). The caller has initialized its barriers and synchronized.
 template <typename Cfg, typename Producer, typename Consumer>
 __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& consumer) {
+  // setmaxnreg.inc waits for registers that other warps of the CTA released:
+  // the budgets must fit what the CTA was launched with (64K registers over
+  // its threads, per thread a multiple of 8), or the consumers wait forever.
+  constexpr uint32_t kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;
+  static_assert(128 * Cfg::kProducerRegs + (Cfg::kThreads - 128) * Cfg::kConsumerRegs <= kLaunchRegs * Cfg::kThreads,
+                "register budgets exceed the CTA's launch allocation: setmaxnreg.inc would deadlock");
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     set_max_registers_dec<Cfg::kProducerRegs>();

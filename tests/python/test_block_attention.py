@@ -284,7 +284,13 @@ def test_two_devices_concurrently():
 
 
 def test_backend_queries(monkeypatch):
-    q, k, v, offsets = make_batch([3, 70], 4, 4, max(ops.SUPPORTED_HEAD_DIMS))
+    # A head dim whose sm_90 forward kAuto may choose (the table says which).
+    auto_hopper = [
+        c["head_dim"]
+        for c in blockattn.supported_configs()
+        if (c["backend"], c["operation"], c["automatic"], c["rotary"]) == ("hopper", "forward", True, False)
+    ]
+    q, k, v, offsets = make_batch([3, 70], 4, 4, max(auto_hopper))
     major = torch.cuda.get_device_capability()[0]
     fwd = blockattn.forward_backend(q, k, v, offsets)
     bwd = blockattn.backward_backend(q, k, v, offsets)
