@@ -65,9 +65,11 @@ def jagged_self_attention(
     ops._check_block_size(block_size, q)
     scale = ops._resolve_scale(scale, q.shape[2])
     rot = ops._check_rotary(rotary, q, offsets)  # (cos, sin, seq_start, flags)
+    needs_grad = torch.is_grad_enabled() and z.requires_grad
+    ops._check_rotary_backward(needs_grad and rotary is not None, q, block_size)
     heads = (num_q_heads, num_kv_heads)
     if ops._plain_eager():
-        if torch.is_grad_enabled() and z.requires_grad:
+        if needs_grad:
             out = _PackedAttention.apply(z, offsets, *heads, scale, *rot, block_size)
         else:
             out = _run_forward(z, offsets, *heads, scale, rot, block_size=block_size)

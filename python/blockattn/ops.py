@@ -119,16 +119,22 @@ def block_attention(
     scale = _resolve_scale(scale, q.shape[2])
     cos, sin, seq_start, flags = _check_rotary(rotary, q, offsets)
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    if needs_grad and cos is not None and (_DTYPE_CODES[q.dtype], q.shape[2], block_size) not in _ROTARY_BACKWARD:
-        raise ValueError(
-            f"block_attention: rotary has no backward kernel at head_dim {q.shape[2]}, block_size {block_size} "
-            f"in this build (forward only: call it without gradients, or see supported_configs())"
-        )
+    _check_rotary_backward(needs_grad and cos is not None, q, block_size)
     if _plain_eager():
         if needs_grad:
             return _BlockAttention.apply(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)
         return _run_forward(q, k, v, offsets, scale, (cos, sin, seq_start, flags), block_size=block_size)
     return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)
+
+
+def _check_rotary_backward(needed: bool, q, block_size) -> None:
+    """ValueError at the call, not in the backward, when gradients of a
+    rotary call are needed and the table has no rotary backward for it."""
+    if needed and (_DTYPE_CODES[q.dtype], q.shape[2], block_size) not in _ROTARY_BACKWARD:
+        raise ValueError(
+            f"block_attention: rotary has no backward kernel at head_dim {q.shape[2]}, block_size {block_size} "
+            f"in this build (forward only: call it without gradients, or see supported_configs())"
+        )
 
 
 def _check_block_size(block_size, q) -> None:

@@ -27,7 +27,7 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
   // checks the table, so that a request the build cannot serve is refused
   // whatever the batch holds.
   if (p.empty() && p.backend == Backend::kAuto)
-    return core::any_backend_has_kernel(p) ? Status::Ok() : core::no_kernel("no backend", p);
+    return core::any_backend_has_kernel(p) ? Status::Ok() : core::no_kernel("this build", p);
   const core::KernelBackend* backend = nullptr;
   BLOCKATTN_RETURN_IF_ERROR(api::choose_backend(p, &backend));
   if (p.empty()) return Status::Ok();

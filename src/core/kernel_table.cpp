@@ -49,7 +49,7 @@ Status no_kernel(const char* who, const Problem& p) {
   return unsupported(who, " has no ", operation_name(p.operation), " kernel for ", dtype_name(p.shape.dtype),
                      ", head_dim ", p.shape.head_dim, ", block_size ", p.shape.block_size,
                      p.fusion() == Fusion::kRotary ? " with rotary" : "",
-                     " in this build (supported_configs() lists what it has)");
+                     " (supported_configs() lists what this build has)");
 }
 
 bool any_kernel_has_head_dim(int head_dim) {

@@ -35,8 +35,9 @@ const KernelConfig* find_kernel(Backend backend, const Problem& p);
 // Whether any backend's row matches the problem's combination.
 bool any_backend_has_kernel(const Problem& p);
 
-// "no backend" / "backend <name>" has no such kernel: the refusal, naming the
-// combination (operation, dtype, head dim, block size, fusion).
+// "<who> has no such kernel": the refusal, naming the combination
+// (operation, dtype, head dim, block size, fusion); `who` is a backend
+// ("backend kHopper") or the whole build ("this build").
 Status no_kernel(const char* who, const Problem& p);
 
 // Whether any backend has a kernel with this head dim / block size (for

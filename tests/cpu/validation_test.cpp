@@ -102,6 +102,52 @@ Rotary& with_rotary(ForwardArgs& a) {
   return r;
 }
 
+// A combination the table does not build is refused even when the batch is
+// empty (nothing would be launched), so that the refusal does not depend on
+// the data: here the rotary backward past the head dims that have one.
+TEST(Validation, EmptyBatchStillFollowsTheKernelTable) {
+  size_t n = 0;
+  const KernelConfig* rows = supported_configs(&n);
+  auto built = [&](Operation op, int d, bool rotary) {
+    for (size_t i = 0; i < n; ++i)
+      if (rows[i].operation == op && rows[i].head_dim == d && rows[i].rotary == rotary &&
+          rows[i].dtype == DType::kBF16 && rows[i].block_size == kDefaultBlockSize)
+        return true;
+    return false;
+  };
+  int d = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (built(Operation::kForward, rows[i].head_dim, true) && !built(Operation::kBackward, rows[i].head_dim, true))
+      d = rows[i].head_dim;
+  if (d == 0) GTEST_SKIP() << "every built head dim has a rotary backward";
+
+  BackwardArgs a = valid_backward();
+  a.shape.head_dim = d;
+  a.shape.total_tokens = 0;
+  for (TensorView* t : {&a.q, &a.dout, &a.dq})
+    *t = {t->data, 8 * int64_t{d}, d};
+  for (TensorView* t : {&a.k, &a.v, &a.dk, &a.dv})
+    *t = {t->data, 2 * int64_t{d}, d};
+  ASSERT_TRUE(backward(a, workspace(), workspace_bytes(), nullptr).ok());  // plain: built, nothing to do
+
+  Rotary& r = a.rotary;
+  r.rotary_dim = d;
+  r.cos = fake(11);
+  r.sin = fake(12);
+  r.cos_row_stride = r.sin_row_stride = d / 2;
+  r.num_positions = 2048;
+  ForwardArgs f;
+  static_cast<AttentionInputs&>(f) = a;
+  f.out = {fake(5), 8 * int64_t{d}, d};
+  EXPECT_TRUE(forward(f, workspace(), workspace_bytes(), nullptr).ok());  // the rotary forward is built
+  const Status s = backward(a, workspace(), workspace_bytes(), nullptr);
+  EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
+  EXPECT_NE(s.message.find("this build has no backward kernel for bf16, head_dim " + std::to_string(d)),
+            std::string::npos)
+      << s.message;
+  EXPECT_NE(s.message.find("with rotary"), std::string::npos) << s.message;
+}
+
 TEST(Validation, AcceptsRotary) {
   ForwardArgs a = valid_forward();
   with_rotary(a);
