@@ -19,16 +19,18 @@
 set(BLOCKATTN_KERNEL_TABLE
   "sm90     forward    64        64          bf16,fp16  none,rotary  auto"
   "sm90     forward    128       64          bf16,fp16  none,rotary  auto"
-  "sm90     forward    32        64          bf16,fp16  none,rotary  auto"    # 86.5% of copy vs sm80's 71.4%
+  "sm90     forward    32        64          bf16,fp16  none         auto"    # 86.5% of copy vs sm80's 71.4%
+  "sm90     forward    32        64          bf16,fp16  rotary       manual"  # sm80 faster with rotary: 3.73 vs 4.33 ms
   "sm90     forward    96        64          bf16,fp16  none,rotary  manual"  # sm80 faster: 92.2% vs 69.7% (padded chunk)
   "sm90     forward    160       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 99.3% vs 74.1%
   "sm90     forward    192       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 98.3% vs 84.8% (2 stages)
   "sm90     forward    224       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 96.0% vs 72.3%
   "sm90     forward    256       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 91.7-92.2% vs 89.0-89.7%
-  "sm90     backward   64        64          bf16,fp16  none,rotary  manual"  # sm80 measured faster at D = 64 (4.56 vs 4.79 ms)
-  "sm90     backward   128       64          bf16,fp16  none         auto"
-  "sm90     backward   128       64          bf16,fp16  rotary       manual"  # sm80 measured faster with rotary
-  "sm90     backward   32        64          bf16,fp16  none,rotary  auto"    # 80.4% of copy vs sm80's 64.7%
+  "sm90     backward   64        64          bf16,fp16  none         manual"  # sm80 measured faster at D = 64 (4.56 vs 4.79 ms)
+  "sm90     backward   64        64          bf16,fp16  rotary       auto"    # 6.16 vs sm80's 7.77 ms (docs/perf.md, "Build time")
+  "sm90     backward   128       64          bf16,fp16  none,rotary  auto"    # rotary: 6.95 vs sm80's 7.73 ms
+  "sm90     backward   32        64          bf16,fp16  none         auto"    # 80.4% of copy vs sm80's 64.7%
+  "sm90     backward   32        64          bf16,fp16  rotary       manual"  # sm80 faster with rotary: 8.88 vs 15.36 ms
   "sm90     backward   96        64          bf16,fp16  none,rotary  manual"  # sm80 faster: 84.9% vs 65.5%
   "sm80     forward    64        64          bf16,fp16  none,rotary  auto"
   "sm80     forward    128       64          bf16,fp16  none,rotary  auto"

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,19 +26,6 @@
 #include "tile/tile_coords.cuh"
 
 namespace blockattn::tile {
-
-// Calls f(std::integral_constant<int, S>) for the S in [1, kMax] equal to
-// `value` (none if there is none): a run-time shift made a compile-time one,
-// so that register fragments are never indexed at run time.
-template <int kMax, typename F>
-__device__ __forceinline__ void with_static_shift(int value, F&& f) {
-  if constexpr (kMax >= 1) {
-    if (value == kMax)
-      f(std::integral_constant<int, kMax>{});
-    else
-      with_static_shift<kMax - 1>(value, f);
-  }
-}
 
 // Eight 16-bit values of one 16-byte shared-memory unit, as fp32 and back.
 template <typename T>
@@ -170,17 +156,10 @@ class RotaryHooks {
         const int row = rows_begin + lane / 4 + 8 * h;
         const int64_t pos = first + row;
         if (row >= t.block.row_count || !in_table(pos)) continue;
-        if (r.half_split) {
-          with_static_shift<kN / 16>(r.half / 8, [&](auto shift) {
-#pragma unroll
-            for (int j = 0; j < shift; ++j) {
-              float c[2], s[2];  // the fragment's two adjacent pairs: one 8-byte load per table
-              table.load_pairs(pos, fragment_col(j, 0, lane), c, s);
-#pragma unroll
-              for (int e = 0; e < 2; ++e)
-                rotate_back(acc.c[j][2 * h + e], acc.c[j + shift][2 * h + e], c[e], s[e]);
-            }
-          });
+        if (r.half_split && r.half / 8 == kN / 16) {
+          rotate_back_half_split<kN / 16>(table, acc, h, pos, lane);  // r = D: the common case
+        } else if (r.half_split) {
+          rotate_back_half_split_any(table, acc, h, pos, lane, r.half / 8);
         } else {
 #pragma unroll
           for (int j = 0; j < kN / 8; ++j) {
@@ -249,6 +228,46 @@ class RotaryHooks {
     return static_cast<int64_t>(at.first_pos) + (r.seq_start != nullptr ? r.seq_start[at.seq] : 0);
   }
   __device__ __forceinline__ bool in_table(int64_t pos) const { return pos >= 0 && pos < p_.rotary.num_positions; }
+
+  // Half-split pairs of row h of the thread's fragments: fragment j pairs
+  // with fragment j + shift (r/2 columns on), for j < shift = r/16. The
+  // shift is a compile-time constant, so the fragments stay in registers.
+  template <int kShift, typename Table, int kN>
+  __device__ __forceinline__ static void rotate_back_half_split(const Table& table, Accumulator<kN>& acc, int h,
+                                                                int64_t pos, int lane) {
+#pragma unroll
+    for (int j = 0; j < kShift; ++j) {
+      float c[2], s[2];  // the fragment's two adjacent pairs: one 8-byte load per table
+      table.load_pairs(pos, fragment_col(j, 0, lane), c, s);
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        rotate_back(acc.c[j][2 * h + e], acc.c[j + kShift][2 * h + e], c[e], s[e]);
+    }
+  }
+
+  // The same for a rotary dim below D (any shift), through a copy of the
+  // row that may be indexed at run time (local memory). One compact loop
+  // instead of a variant per shift: with those, every table variant times
+  // every shift made a rotary backward compile unit take 52 s
+  // (docs/perf.md, "Build time").
+  template <typename Table, int kN>
+  __device__ __forceinline__ static void rotate_back_half_split_any(const Table& table, Accumulator<kN>& acc, int h,
+                                                                    int64_t pos, int lane, int shift) {
+    float x[kN / 8][2];
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+      x[j][0] = acc.c[j][2 * h], x[j][1] = acc.c[j][2 * h + 1];
+#pragma unroll 1
+    for (int j = 0; j < shift; ++j) {
+      float c[2], s[2];
+      table.load_pairs(pos, fragment_col(j, 0, lane), c, s);
+      rotate_back(x[j][0], x[j + shift][0], c[0], s[0]);
+      rotate_back(x[j][1], x[j + shift][1], c[1], s[1]);
+    }
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+      acc.c[j][2 * h] = x[j][0], acc.c[j][2 * h + 1] = x[j][1];
+  }
 
   // x <- R^T x for one pair.
   __device__ __forceinline__ static void rotate_back(float& a, float& b, float c, float s) {
