@@ -18,6 +18,7 @@ is slower than the GPU work):
 """
 
 import argparse
+import ctypes
 import math
 import sys
 import time
@@ -57,15 +58,23 @@ class FA2Varlen(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
+ROUNDS = 5
+
+
 def per_call_us(fn, iters: int) -> float:
+    """Best of ROUNDS rounds of `iters` calls (each round ends with one
+    synchronize): the host is shared, and its noise only ever adds time."""
     for _ in range(10):
         fn()
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / iters * 1e6
+    best = math.inf
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) / iters * 1e6)
+    return best
 
 
 def case(batch: int, d: int, heads: int, seed: int):
@@ -122,14 +131,7 @@ def profile(iters: int) -> None:
     tensors = (q, k, v, out, None, None, None, None)
 
     def timed(name, fn):
-        torch.cuda.synchronize()
-        for _ in range(10):
-            fn()
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-        print(f"  {name:46s} {(time.perf_counter() - start) / iters * 1e6:7.1f} us")
+        print(f"  {name:52s} {per_call_us(fn, iters):7.1f} us")
 
     print("host cost of one blockattn forward (B=4, D=128, H=4):")
     timed("block_attention(q, k, v, offsets) (all)", lambda: blockattn.block_attention(q, k, v, offsets))
@@ -149,6 +151,52 @@ def profile(iters: int) -> None:
                                     ws.data_ptr(), ws.numel(), stream))
 
     timed("    blockattn_forward via ctypes (C++ + launches)", c_call)
+
+    def c_call_reused():
+        _lib.forward(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), tensors,
+                                    ws.data_ptr(), ws.numel(), stream, 1))
+
+    timed("    the same, schedule reused (one launch)", c_call_reused)
+    chosen = ctypes.c_int32(0)
+
+    def c_backend():
+        _lib.forward_backend(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), tensors,
+                                            ws.data_ptr(), ws.numel(), stream), ctypes.byref(chosen))
+
+    timed("    blockattn_forward_backend (validation + choice)", c_backend)
+    cu = wl.block_offsets(offsets)
+    timed("FA2: aten._flash_attention_forward", lambda: torch.ops.aten._flash_attention_forward(
+        q, k, v, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, False, scale=scale))
+    timed("FA2: FA2Varlen.apply (autograd off)", lambda: FA2Varlen.apply(q, k, v, cu, scale))
+    timed("torch.empty_like(q) (one allocation)", lambda: torch.empty_like(q))
+
+    print("host cost of one backward (same problem):")
+    dout = torch.randn_like(q)
+    out, schedule = ops._run_forward(q, k, v, offsets, scale, keep_schedule=True)
+    timed("ops._run_backward, schedule reused", lambda: ops._run_backward(dout, q, k, v, offsets, scale,
+                                                                          schedule=schedule))
+    grads = (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+    timed("  the same into given gradients", lambda: ops._run_backward(dout, q, k, v, offsets, scale,
+                                                                        schedule=schedule, grads=grads))
+    btensors = (q, k, v, None, dout, *grads)
+
+    def c_backward():
+        _lib.backward(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), btensors,
+                                     schedule.data_ptr(), schedule.numel(), stream, 1))
+
+    timed("  blockattn_backward via ctypes (one launch)", c_backward)
+    _, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(
+        q, k, v, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, False, scale=scale)
+    fa_out = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False,
+                                                     False, scale=scale)[0]  # fmt: skip
+    timed("FA2: aten._flash_attention_backward", lambda: torch.ops.aten._flash_attention_backward(
+        dout, q, k, v, fa_out, lse, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, rng, unused, scale=scale))
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    timed("blockattn fwd+bwd through autograd", lambda: blockattn.block_attention(qg, kg, vg, offsets).backward(dout))
+    timed("FA2 fwd+bwd through autograd", lambda: FA2Varlen.apply(qg, kg, vg, cu, scale).backward(dout))
+    timed("autograd floor: (qg * 1).backward(dout)", lambda: (qg * 1).backward(dout))
+    timed("blockattn fwd (grad on, no backward)", lambda: blockattn.block_attention(qg, kg, vg, offsets))
+    timed("FA2 fwd (grad on, no backward)", lambda: FA2Varlen.apply(qg, kg, vg, cu, scale))
 
 
 def main() -> int:

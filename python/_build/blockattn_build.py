@@ -5,7 +5,8 @@ libblockattn.so), so building a wheel is zipping files: no compiler, no
 setuptools, no wheel package, no network. `pip install ./python` and
 `pip wheel ./python` therefore work offline, with or without build isolation.
 
-The library is taken from $BLOCKATTN_BUILD_DIR, else <repo>/build.
+The library is taken from $BLOCKATTN_BUILD_DIR, else <repo>/build, with the
+optional torch fast-path module (_ext.*.so) when that build made one.
 """
 
 import base64
@@ -70,7 +71,10 @@ def _files() -> list[tuple[str, bytes]]:
         for path in sorted(package.rglob("*.py"))
         if "__pycache__" not in path.parts
     ]
-    files.append((f"blockattn/{LIBRARY_NAME}", _library().read_bytes()))
+    library = _library()
+    files.append((f"blockattn/{LIBRARY_NAME}", library.read_bytes()))
+    # The optional compiled fast path (blockattn._fast), when the build made one.
+    files += [(f"blockattn/{path.name}", path.read_bytes()) for path in sorted(library.parent.glob("_ext.*.so"))]
     return files
 
 

@@ -1,6 +1,7 @@
 """`python -m blockattn`: an environment report for bug reports and setup checks.
 
 Prints the package and library versions, where the library was loaded from,
+whether the compiled eager fast path (blockattn._fast) is in use,
 torch and its CUDA, the current GPU, the library's kernel table, and which
 implementation each operation would run on this GPU for every built dtype and
 head dim, the dense forward's included (backend queries launch nothing).
@@ -12,7 +13,7 @@ import sys
 import torch
 
 import blockattn
-from blockattn import _lib, ops, workloads
+from blockattn import _fast, _lib, ops, workloads
 
 
 def _paths_on_device(device: torch.device) -> list[str]:
@@ -37,6 +38,8 @@ def main() -> int:
     print(f"blockattn {blockattn.__version__} (library {_lib.LIBRARY_VERSION}, C ABI {_lib.ABI_VERSION})")
     print(f"  library: {blockattn.library_path}")
     print(f"  BLOCKATTN_FORCE_PORTABLE={os.environ.get('BLOCKATTN_FORCE_PORTABLE', '(unset)')}")
+    fast = f"compiled ({_fast.MODULE.__file__})" if _fast.MODULE is not None else f"ctypes only: {_fast.WHY_NOT}"
+    print(f"  eager fast path: {fast}")
     print(f"python {sys.version.split()[0]}, torch {torch.__version__}, torch CUDA {torch.version.cuda}")
     configs = blockattn.supported_configs()
     print(f"kernel table ({len(configs)} kernels; block size {ops.BLOCK_SIZE} by default):")

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import register_flop_formula
 
-from blockattn import _lib
+from blockattn import _fast, _lib
 
 _DTYPE_CODES = {torch.bfloat16: _lib.DTYPE_BF16, torch.float16: _lib.DTYPE_FP16}
 
@@ -114,6 +114,21 @@ def block_attention(
     Returns:
         out: [T, Hq, D], contiguous, q's dtype. Differentiable in q, k and v.
     """
+    if (
+        _fast.MODULE is not None
+        and rotary is None
+        and (scale is None or (type(scale) is float and scale > 0.0))
+        and type(q) is Tensor and type(k) is Tensor and type(v) is Tensor
+        and _plain_eager()
+    ):  # fmt: skip
+        # The compiled route (blockattn._fast) takes the common eager call, or
+        # returns None and leaves it, and every error message, to the one below.
+        try:
+            out = _fast.MODULE.block_attention(q, k, v, offsets, 0.0 if scale is None else scale, block_size)
+        except TypeError:  # an argument of the wrong type: the checks below name it
+            out = None
+        if out is not None:
+            return out
     _check_inputs(q, k, v, offsets)
     _check_block_size(block_size, q)
     scale = _resolve_scale(scale, q.shape[2])

@@ -7,6 +7,7 @@ Run with `-s` to see both errors of every comparison.
 """
 
 import math
+import os
 import re
 
 import pytest
@@ -341,12 +342,109 @@ def test_plain_eager_path_matches_the_op(monkeypatch):
     assert torch.equal(inference, dispatched[0]), "no-grad forward differs"
 
 
+# --------------------------------------------------------------------------- #
+# The compiled eager route (blockattn._ext, python/csrc/fast_path.cpp)
+# --------------------------------------------------------------------------- #
+
+
+def require_fast_path():
+    """Skips where the build made no _ext module, unless the run says it must exist."""
+    from blockattn import _fast
+
+    if _fast.MODULE is None:
+        if os.environ.get("BLOCKATTN_EXPECT_EXTENSION") == "1":
+            pytest.fail(f"BLOCKATTN_EXPECT_EXTENSION=1 but the fast path is not loaded: {_fast.WHY_NOT}")
+        pytest.skip(f"no compiled fast path: {_fast.WHY_NOT}")
+    return _fast
+
+
+def without_fast_path(monkeypatch):
+    from blockattn import _fast
+
+    monkeypatch.setattr(_fast, "MODULE", None)
+
+
+def python_route_spy(monkeypatch):
+    """A list that records every call into the Python route's checks."""
+    calls = []
+    checks = ops._check_inputs
+    monkeypatch.setattr(ops, "_check_inputs", lambda *a: (calls.append(a), checks(*a))[1])
+    return calls
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=list(DTYPES))
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (8, 2)])
+def test_fast_path_matches_the_ctypes_route(hq, hkv, dtype, monkeypatch):
+    require_fast_path()
+    for d in ops.SUPPORTED_HEAD_DIMS:
+        for block_size, scale in ((ops.BLOCK_SIZE, None), (min(ops._BLOCK_SIZES[(ops._DTYPE_CODES[dtype], d)]), 0.3)):
+            q, k, v, offsets = make_batch(EDGE_LENGTHS, hq, hkv, d, dtype)
+            dout = torch.randn_like(q)
+            spy = python_route_spy(monkeypatch)
+            compiled = forward_backward(block_attention, q, k, v, offsets, dout, scale=scale, block_size=block_size)
+            with torch.no_grad():
+                inference = block_attention(q, k, v, offsets, scale=scale, block_size=block_size)
+            assert spy == [], "the common call went through the Python route"
+            assert inference.grad_fn is None and inference.is_contiguous()
+            with monkeypatch.context() as m:
+                without_fast_path(m)
+                python = forward_backward(block_attention, q, k, v, offsets, dout, scale=scale, block_size=block_size)
+            assert len(spy) == 1
+            assert_all_equal(compiled, python)
+            assert torch.equal(inference, python[0]), "no-grad forward differs"
+
+
+def test_fast_path_leaves_other_calls_to_the_python_route(monkeypatch):
+    require_fast_path()
+    q, k, v, offsets = make_batch([5, 70, 130], 4, 2, ops.SUPPORTED_HEAD_DIMS[0])
+    spy = python_route_spy(monkeypatch)
+    expected = block_attention(q, k, v, offsets, scale=0.25)
+    assert spy == []
+    # Left to the Python route (and still right): an int scale, views the
+    # kernels cannot read in place, an empty batch, rotary.
+    assert torch.equal(block_attention(q, k, v, offsets, scale=1), block_attention(q, k, v, offsets, scale=1.0))
+    misaligned = torch.empty(q.numel() + 1, dtype=q.dtype, device=q.device)[1:].view(q.shape).copy_(q)
+    assert torch.equal(block_attention(misaligned, k, v, offsets, scale=0.25), expected)
+    empty = block_attention(q[:0], k[:0], v[:0], torch.zeros(1, dtype=torch.int32, device=q.device))
+    assert empty.shape == (0, *q.shape[1:])
+    assert len(spy) == 3
+    # Its errors are the Python route's: the caller's scale 0 is refused, not read as "default".
+    with pytest.raises(ValueError, match=r"\bscale\b"):
+        block_attention(q, k, v, offsets, scale=0.0)
+    with pytest.raises(TypeError, match=r"\boffsets\b"):
+        block_attention(q, k, v, offsets.tolist())
+    with pytest.raises(ValueError, match=r"\bblock_size\b"):
+        block_attention(q, k, v, offsets, block_size=48)
+
+
+def test_fast_path_gradients_flow_through_views_and_graphs():
+    # The compiled node takes part in a larger graph like any other: q, k, v
+    # are strided views made by differentiable ops (a projection), and the
+    # output is used twice. Gradients of x and W against fp64, as everywhere.
+    require_fast_path()
+    d = ops.SUPPORTED_HEAD_DIMS[-1]
+    x = torch.randn(300, 64, device="cuda", dtype=torch.float64)
+    w = torch.randn(3 * 4 * d, 64, device="cuda", dtype=torch.float64) / 8
+    offsets = workloads.offsets_from_lengths([100, 200], "cuda")
+    grads = []
+    for fn, dtype in ((block_attention, torch.bfloat16), (block_attention_reference, torch.bfloat16),
+                      (block_attention_reference, torch.float64)):  # fmt: skip
+        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        q, k, v = (xg @ wg.T).to(dtype).view(300, 3, 4, d).unbind(1)
+        out = fn(q, k, v, offsets).double()
+        (out.square().sum() + out.sum()).backward()
+        grads.append((xg.grad, wg.grad))
+    for name, ours, eager, exact in zip(("x", "W"), *grads):
+        err, eager_err = rel_l2(ours, exact), rel_l2(eager, exact)
+        print(f"d{name}: rel-L2 vs fp64: blockattn {err:.3e}, eager bf16 {eager_err:.3e}")
+        assert math.isfinite(err) and err <= ERROR_RATIO * eager_err, name
+
+
 def test_first_backward_of_a_fresh_process():
     # In a new process the backward runs in PyTorch's autograd thread, where no
     # CUDA call of this library came before: reusing the forward's schedule,
     # its first call is the sm90 tensor-map encoding, which needs the device's
     # context made current (it once failed there). Every head dim, 2 tokens.
-    import os
     import subprocess
     import sys
 
@@ -365,7 +463,6 @@ def test_first_backward_of_a_fresh_process():
 
 
 def test_environment_report():
-    import os
     import subprocess
     import sys
 
