@@ -89,7 +89,7 @@ struct Shape {
 };
 
 struct Options {
-  // Softmax scale; 0 means 1/sqrt(head_dim). Must be finite.
+  // Softmax scale; 0 means 1/sqrt(head_dim). Must be finite and not negative.
   float softmax_scale = 0.f;
   Backend backend = Backend::kAuto;
   // The workspace already holds the block schedule of these offsets, built by

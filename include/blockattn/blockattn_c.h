@@ -62,7 +62,7 @@ typedef struct {
   int32_t head_dim;
   int32_t dtype;          /* BLOCKATTN_BF16 or BLOCKATTN_FP16 */
   int32_t block_size;     /* tokens per attention block; 0 = the default (64) */
-  float softmax_scale;    /* 0 = 1/sqrt(head_dim) */
+  float softmax_scale;    /* 0 = 1/sqrt(head_dim); else finite and positive */
   int32_t backend;        /* BLOCKATTN_BACKEND_* */
   const int32_t* offsets; /* device, [num_seqs + 1] */
   blockattn_tensor q, k, v;

@@ -32,8 +32,10 @@ Status check_shape(const Problem& p) {
   BLOCKATTN_RETURN_IF_ERROR(check_dtype(s.dtype));
   if (p.offsets == nullptr) return invalid("offsets must be a device pointer to num_seqs + 1 int32; got null");
   if (reinterpret_cast<uintptr_t>(p.offsets) % alignof(int32_t) != 0) return invalid("offsets must be 4-byte aligned");
-  if (!std::isfinite(p.softmax_scale))
-    return invalid("softmax_scale must be finite (0 selects 1/sqrt(head_dim)); got ", p.softmax_scale);
+  // Positive: the kernels take each row's max of the unscaled scores
+  // (tile/softmax.cuh), which is the max of the scaled ones only then.
+  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0.f)
+    return invalid("softmax_scale must be finite and positive (0 selects 1/sqrt(head_dim)); got ", p.softmax_scale);
   return check_backend(p.backend);
 }
 

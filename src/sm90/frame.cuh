@@ -81,11 +81,27 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
 template <typename Cfg, typename CoordsOf, typename TileOp>
 __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int num_tiles, int consumer,
                                               CoordsOf&& coords_of, TileOp&& op) {
+  static_assert(Cfg::kStages > Cfg::kConsumers || Cfg::kStages % Cfg::kConsumers == 0,
+                "the wait on the previous release below needs more stages than consumers");
   int i = consumer;
   for (int tile = blockIdx.x + consumer * gridDim.x; tile < num_tiles;
        tile += Cfg::kConsumers * gridDim.x, i += Cfg::kConsumers) {
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     const auto coords = coords_of(tile);  // the schedule read overlaps the wait
+    if constexpr (Cfg::kStages % Cfg::kConsumers != 0) {
+      // Stages are shared between consumers (e.g. 5 stages, 3 consumers), so
+      // this consumer can reach tile i while the stage still holds tile
+      // i - kStages of another consumer, its data not even landed: the full
+      // barrier is then one phase behind, and a parity wait cannot tell
+      // "phase of tile i - kStages pending" from "phase of tile i done"; it
+      // would return at once and the tile op would read (and release) the
+      // wrong data. Waiting first for that tile's release (the producer's
+      // own wait) puts the full barrier within one phase. That wait cannot
+      // alias either: our previous tile, i - kConsumers, was loaded after
+      // tile i - kStages, so the release before that one is done. With fixed
+      // stages per consumer the previous tile of a stage is this consumer's.
+      empty[slot.stage].wait(slot.empty_parity());
+    }
     full[slot.stage].wait(slot.full_parity());
     op(coords, slot.stage);
     release_stage(empty[slot.stage], threadIdx.x % 32);

@@ -14,20 +14,10 @@
 
 #include <cmath>
 
+#include "tile/fast_exp2.cuh"
 #include "tile/fragments.cuh"
 
 namespace blockattn::tile {
-
-// 2^x as the one MUFU instruction it is (ex2.approx.ftz). exp2f without
-// --use_fast_math wraps it in range and denormal handling, four instructions
-// per score where the dense forward at D = 64 is bound by instruction issue
-// (docs/perf.md, "Dense forward"); results below 2^-126 add nothing to a
-// softmax sum that is at least 1. No CUDA header exposes the instruction.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Sets the scores of a warp's two rows (this lane's) to -inf at key columns
 // col0 + c >= limit[r]: keys past the sequence end and, under a causal mask,

@@ -5,36 +5,52 @@
 
 #include <cmath>
 
+#include "tile/fast_exp2.cuh"
 #include "tile/fragments.cuh"
 
 namespace blockattn::tile {
 
-// In place: s <- exp2(scale_log2 * s - rowmax), with key columns at or past
-// valid_cols set to exactly 0 (selected, never multiplied, so inf/NaN cannot
-// leak from masked columns). Returns each of the thread's two rows' sums.
-template <int kN>
-__device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_cols, float scale_log2,
-                                                float (&row_sum)[2], int lane) {
+// In place: s <- exp2(scale_log2 * (s - rowmax)) at key columns below
+// valid_cols, exactly 0 at or past it (selected, never multiplied, so inf/NaN
+// cannot leak from masked columns); kMasked = false when every column is
+// valid. Returns each of the thread's two rows' sums.
+//
+// Scores arrive unscaled; the scale and log2(e) fold into one FFMA before
+// each exponential, p = exp2(s * scale_log2 - max * scale_log2). That needs
+// scale_log2 > 0 (validation requires a positive softmax scale), so that the
+// max of the raw scores is the max of the scaled ones.
+template <int kN, bool kMasked>
+__device__ __forceinline__ void exp_rows(Accumulator<kN>& s, int valid_cols, float scale_log2, float (&row_sum)[2],
+                                         int lane) {
+  auto masked = [&](int j, int e) { return kMasked && fragment_col(j, e, lane) >= valid_cols; };
   float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s.c[j][e] = fragment_col(j, e, lane) < valid_cols ? s.c[j][e] * scale_log2 : -INFINITY;
-      row_max[e >> 1] = fmaxf(row_max[e >> 1], s.c[j][e]);
-    }
-  row_max[0] = quad_max(row_max[0]);
-  row_max[1] = quad_max(row_max[1]);
+    for (int e = 0; e < 4; ++e)
+      row_max[e >> 1] = fmaxf(row_max[e >> 1], masked(j, e) ? -INFINITY : s.c[j][e]);
+  const float max_scaled[2] = {quad_max(row_max[0]) * scale_log2, quad_max(row_max[1]) * scale_log2};
   row_sum[0] = row_sum[1] = 0.f;
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      s.c[j][e] = fragment_col(j, e, lane) < valid_cols ? exp2f(s.c[j][e] - row_max[e >> 1]) : 0.f;
+      s.c[j][e] = masked(j, e) ? 0.f : fast_exp2(fmaf(s.c[j][e], scale_log2, -max_scaled[e >> 1]));
       row_sum[e >> 1] += s.c[j][e];
     }
   row_sum[0] = quad_sum(row_sum[0]);
   row_sum[1] = quad_sum(row_sum[1]);
+}
+
+// exp_rows for a tile whose first valid_cols key columns are real: the masks
+// only where the block is shorter than the tile (a warp-uniform branch).
+template <int kN>
+__device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_cols, float scale_log2,
+                                                float (&row_sum)[2], int lane) {
+  if (valid_cols >= kN)
+    exp_rows<kN, false>(s, valid_cols, scale_log2, row_sum, lane);
+  else
+    exp_rows<kN, true>(s, valid_cols, scale_log2, row_sum, lane);
 }
 
 // 1 / row_sum for the forward's normalization (row_sum >= 1 for every row:

@@ -191,6 +191,7 @@ const BadCase kBadForward[] = {
      [](ForwardArgs& a) { a.offsets = reinterpret_cast<const int32_t*>(reinterpret_cast<uintptr_t>(fake(1)) + 2); }},
     {"softmax_scale", [](ForwardArgs& a) { a.options.softmax_scale = NAN; }},
     {"softmax_scale", [](ForwardArgs& a) { a.options.softmax_scale = INFINITY; }},
+    {"softmax_scale", [](ForwardArgs& a) { a.options.softmax_scale = -0.5f; }},
     {"backend", [](ForwardArgs& a) { a.options.backend = static_cast<Backend>(9); }},
     {"q.data", [](ForwardArgs& a) { a.q.data = nullptr; }},
     {"k.data", [](ForwardArgs& a) { a.k.data = static_cast<char*>(a.k.data) + 8; }},

@@ -786,6 +786,68 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
   }
 }
 
+// The sm90 ring where consumers share stages (5 stages, 3 consumers: the
+// backward at D <= 64): a consumer could wait on its stage one phase early,
+// while another consumer's tile was still in it, and read (and release) the
+// wrong data: "unspecified launch failure", a hang, or wrong gradients in
+// about 2% of headline-size launches (docs/perf.md, "A race in the
+// shared-stage ring"). The race needs long runs of tiles per CTA, so the
+// problem is large (~1000 tiles per CTA; 1 GB per tensor, filled by copies of
+// one random block); every launch must succeed and give the first launch's
+// bits (compared on three 4 MB windows of each output: the whole tensors
+// would take seconds per launch to download).
+TEST(Pipeline, LongRunsGiveTheSameBitsEveryLaunch) {
+  REQUIRE_GPU();
+  if (device_compute_capability() != 90) GTEST_SKIP() << "the shared-stage ring is the sm90 frame's";
+  std::mt19937_64 rng = testing::test_rng();
+  const int64_t num_seqs = 512, tokens = num_seqs * 2048;
+  const std::vector<int32_t> lengths(num_seqs, 2048);
+  for (int d : {32, 64}) {
+    const auto built = device_backends(Operation::kBackward, DType::kBF16, d, kDefaultBlockSize, false);
+    if (std::find(built.begin(), built.end(), Backend::kHopper) == built.end()) continue;  // not in this build
+    const int heads = 512 / d;
+    const Layout l = make_layout(tokens, heads, d, LayoutKind::kPacked);
+    DeviceBuffer<__nv_bfloat16> q(l.elems()), k(l.elems()), v(l.elems()), dout(l.elems()), out(l.elems());
+    const std::vector<__nv_bfloat16> block =
+        HostTensor<__nv_bfloat16>(make_layout(4096, heads, d, LayoutKind::kPacked), rng).stored;
+    for (auto* t : {&q, &k, &v, &dout})
+      for (size_t at = 0; at < l.elems(); at += block.size())
+        BA_CHECK_CUDA(cudaMemcpy(t->get() + at, block.data(), std::min(block.size(), l.elems() - at) * 2,
+                                 cudaMemcpyHostToDevice));
+    DeviceBuffer<int32_t> offsets(num_seqs + 1);
+    offsets.upload(offsets_from_lengths(lengths));
+    DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
+    const Shape shape{num_seqs, tokens, heads, heads, d, DType::kBF16};
+    ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
+    fa.options.backend = Backend::kHopper;
+    DeviceBuffer<__nv_bfloat16> dq(l.elems()), dk(l.elems()), dv(l.elems());
+    const BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
+    const size_t window = 2 << 20;  // elements
+    auto windows = [&] {
+      std::vector<__nv_bfloat16> host;
+      for (auto* t : {&out, &dq, &dk, &dv})
+        for (size_t at : {size_t{0}, (l.elems() - window) / 2, l.elems() - window}) {
+          host.resize(host.size() + window);
+          BA_CHECK_CUDA(
+              cudaMemcpy(host.data() + host.size() - window, t->get() + at, window * 2, cudaMemcpyDeviceToHost));
+        }
+      return host;
+    };
+    std::vector<__nv_bfloat16> first;
+    for (int launch = 0; launch < 40; ++launch) {
+      for (auto* t : {&out, &dq, &dk, &dv})
+        t->poison();
+      ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
+      ASSERT_TRUE(backward(ba, ws.get(), ws.bytes(), nullptr).ok());
+      ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize()) << "D = " << d << ", launch " << launch;
+      const std::vector<__nv_bfloat16> now = windows();
+      if (launch == 0) first = now;
+      ASSERT_EQ(0, std::memcmp(now.data(), first.data(), first.size() * 2))
+          << "D = " << d << ", launch " << launch << " differs from the first launch";
+    }
+  }
+}
+
 // The API runs on the current device: the same calls on every GPU give the
 // same bits (same inputs, deterministic kernels), one after another and with
 // all GPUs at once from one host thread each.
