@@ -36,8 +36,10 @@ Problem common(Operation op, const AttentionInputs& in) {
 
 }  // namespace
 
+// The default in double, rounded once: the value Python passes for scale=None
+// (1 / math.sqrt(D) as a C float), so every route gives the same bits.
 float Problem::resolved_scale() const {
-  return softmax_scale != 0.f ? softmax_scale : 1.f / std::sqrt(static_cast<float>(shape.head_dim));
+  return softmax_scale != 0.f ? softmax_scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
 }
 
 Problem describe(const ForwardArgs& a) {

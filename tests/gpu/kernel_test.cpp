@@ -713,11 +713,16 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
     fill(lengths);
     for (auto* t : {&out, &dq, &dk, &dv})
       t->poison();
+    // poison() is a cudaMemset on the legacy stream, which a non-blocking
+    // stream does not wait for: without this the memset could land after
+    // the kernels wrote their outputs.
+    BA_CHECK_CUDA(cudaDeviceSynchronize());
     BA_CHECK_CUDA(cudaGraphLaunch(exec, stream));
     BA_CHECK_CUDA(cudaStreamSynchronize(stream));
     const auto replayed = results();
     for (auto* t : {&out, &dq, &dk, &dv})
       t->poison();
+    BA_CHECK_CUDA(cudaDeviceSynchronize());  // as above
     ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), stream).ok());
     ASSERT_TRUE(backward(ba, ws.get(), ws.bytes(), stream).ok());
     BA_CHECK_CUDA(cudaStreamSynchronize(stream));
