@@ -3,7 +3,7 @@
 # run the GPU tests (and the malformed-offsets ones under compute-sanitizer),
 # the Python suite, and the benchmarks; print a short summary table last.
 #
-#   STEPS="build sass test sanitize fuzz bench python compare layer dense" tools/gpu_check.sh
+#   STEPS="build sass test sanitize fuzz bench python latency compare layer dense" tools/gpu_check.sh
 # Logs and JSON go to $OUT (default: gpu_out/).
 #
 # BASELINE=<dir>: a checkout of an earlier version (e.g. `git archive` of a
@@ -118,6 +118,14 @@ if want compare && [ -f bench/compare.py ]; then
     python3 bench/compare.py ${COMPARE_ARGS:-} --json "$OUT/compare.json" --png "$OUT/compare.png" >"$OUT/compare.log" 2>&1
   note compare "rc=$? (compare.log)"
   tail -40 "$OUT/compare.log"
+fi
+
+if want latency; then
+  # Wall time per call of small problems against FA2 varlen (issue 10).
+  PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build/libblockattn.so" PYTHONUNBUFFERED=1 timeout 300 \
+    python3 bench/latency.py ${LATENCY_ARGS:-} >"$OUT/latency.log" 2>&1
+  note latency "rc=$? (latency.log)"
+  tail -12 "$OUT/latency.log"
 fi
 
 if want layer && [ -f bench/layer_compare.py ]; then
