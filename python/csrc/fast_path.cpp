@@ -4,7 +4,7 @@
 // about 20 us of Python per call before the library is reached: argument
 // checks, packing the argument struct, allocations through Python. For the
 // small batches of a serving or ranking step that is most of the call
-// (docs/perf.md, "Host overhead"). This module does the same work in C++ for
+// (docs/perf.md, "Host overhead, step 2"). This module does the same work in C++ for
 // the common call: autograd through a C++ torch::autograd::Function (the
 // backward runs on the autograd thread without entering Python), allocations
 // through ATen, the stream and device from c10.
@@ -216,9 +216,9 @@ struct BlockAttentionFunction : torch::autograd::Function<BlockAttentionFunction
 };
 
 // block_attention's eager call, or None when this path does not take it.
-// `scale` 0 means 1/sqrt(D) (ops.py passes 0 for None and leaves a caller's
-// 0 to its own route, which refuses it). ops.py calls it only outside torch.compile,
-// dispatch and torch-function modes and functorch transforms.
+// `scale` 0 means 1/sqrt(D): ops.py passes 0 for None and leaves a caller's
+// 0 to its own route, which refuses it. ops.py calls this only outside
+// torch.compile, dispatch and torch-function modes and functorch transforms.
 py::object block_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& offsets,
                            double scale, int64_t block_size) {
   const bool needs_grad =
