@@ -146,27 +146,22 @@ def profile(iters: int) -> None:
     ws = torch.empty(_lib.workspace_size(4, q.shape[0]), dtype=torch.uint8, device=q.device)
     stream = torch._C._cuda_getCurrentRawStream(0)
 
-    def c_call():
-        _lib.forward(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), tensors,
-                                    ws.data_ptr(), ws.numel(), stream))
+    def c_args(call_tensors, workspace, reuse=0):
+        return _lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), call_tensors,
+                              workspace.data_ptr(), workspace.numel(), stream, reuse)  # fmt: skip
 
-    timed("    blockattn_forward via ctypes (C++ + launches)", c_call)
-
-    def c_call_reused():
-        _lib.forward(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), tensors,
-                                    ws.data_ptr(), ws.numel(), stream, 1))
-
-    timed("    the same, schedule reused (one launch)", c_call_reused)
+    timed("    blockattn_forward via ctypes (C++ + launches)", lambda: _lib.forward(c_args(tensors, ws)))
+    timed("    the same, schedule reused (one launch)", lambda: _lib.forward(c_args(tensors, ws, reuse=1)))
     chosen = ctypes.c_int32(0)
-
-    def c_backend():
-        _lib.forward_backend(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), tensors,
-                                            ws.data_ptr(), ws.numel(), stream), ctypes.byref(chosen))
-
-    timed("    blockattn_forward_backend (validation + choice)", c_backend)
+    timed("    blockattn_forward_backend (validation + choice)",
+          lambda: _lib.forward_backend(c_args(tensors, ws), ctypes.byref(chosen)))
     cu = wl.block_offsets(offsets)
-    timed("FA2: aten._flash_attention_forward", lambda: torch.ops.aten._flash_attention_forward(
-        q, k, v, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, False, scale=scale))
+
+    def fa2_forward():
+        return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False,
+                                                       False, scale=scale)  # fmt: skip
+
+    timed("FA2: aten._flash_attention_forward", fa2_forward)
     timed("FA2: FA2Varlen.apply (autograd off)", lambda: FA2Varlen.apply(q, k, v, cu, scale))
     timed("torch.empty_like(q) (one allocation)", lambda: torch.empty_like(q))
 
@@ -180,15 +175,8 @@ def profile(iters: int) -> None:
                                                                         schedule=schedule, grads=grads))
     btensors = (q, k, v, None, dout, *grads)
 
-    def c_backward():
-        _lib.backward(_lib.pack_args(4, q.shape[0], 4, 4, 128, 0, 64, scale, 0, offsets.data_ptr(), btensors,
-                                     schedule.data_ptr(), schedule.numel(), stream, 1))
-
-    timed("  blockattn_backward via ctypes (one launch)", c_backward)
-    _, lse, rng, unused, _ = torch.ops.aten._flash_attention_forward(
-        q, k, v, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, False, scale=scale)
-    fa_out = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False,
-                                                     False, scale=scale)[0]  # fmt: skip
+    timed("  blockattn_backward via ctypes (one launch)", lambda: _lib.backward(c_args(btensors, schedule, reuse=1)))
+    fa_out, lse, rng, unused, _ = fa2_forward()
     timed("FA2: aten._flash_attention_backward", lambda: torch.ops.aten._flash_attention_backward(
         dout, q, k, v, fa_out, lse, cu, cu, wl.BLOCK_SIZE, wl.BLOCK_SIZE, 0.0, False, rng, unused, scale=scale))
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))

@@ -38,19 +38,18 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // ---------------------------------------------------------------------------
-// The kernel table, read once: which (operation, dtype, head dim, block size)
-// have a kernel without rotary.
+// The kernel table: which (operation, dtype, head dim, block size) have a
+// kernel without rotary (the library's table is static storage).
 // ---------------------------------------------------------------------------
 
 bool has_plain_kernel(blockattn::Operation op, blockattn::DType dtype, int64_t head_dim, int64_t block_size) {
-  static const std::vector<blockattn::KernelConfig> rows = [] {
-    size_t count = 0;
-    const blockattn::KernelConfig* table = blockattn::supported_configs(&count);
-    return std::vector<blockattn::KernelConfig>(table, table + count);
-  }();
-  for (const blockattn::KernelConfig& c : rows)
+  size_t count = 0;
+  const blockattn::KernelConfig* rows = blockattn::supported_configs(&count);
+  for (size_t i = 0; i < count; ++i) {
+    const blockattn::KernelConfig& c = rows[i];
     if (!c.rotary && c.operation == op && c.dtype == dtype && c.head_dim == head_dim && c.block_size == block_size)
       return true;
+  }
   return false;
 }
 
