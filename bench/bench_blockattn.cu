@@ -65,7 +65,8 @@ struct Tensors {
 // Worst relative L2 error over a sample of (block, KV head) pairs, with all
 // query heads of the group, forward and backward outputs, against the fp64
 // reference on the same bf16 inputs.
-double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& blocks, const Workload& w) {
+double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& blocks, const Workload& w,
+                  int block_size) {
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<size_t> pick(0, blocks.size() - 1);
   double worst = 0;
@@ -78,6 +79,7 @@ double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& bloc
     p.num_kv_heads = 1;
     p.head_dim = w.head_dim;
     p.offsets = {0, b.row_count};
+    p.block_size = block_size;
     auto get_q = [&](const DeviceBuffer<bf16>& x) {
       return block_rows(x, b, w.num_q_heads, kv_head * group, group, w.head_dim);
     };
@@ -147,7 +149,7 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
 
   Result r{w, T, 0, 0, 0, 0, 0, 0, 0};
   const auto blocks = reference::block_schedule(offsets, static_cast<int32_t>(T), block_size);
-  r.max_rel_err = spot_check(t, blocks, w);
+  r.max_rel_err = spot_check(t, blocks, w, block_size);
   r.fwd_ms = median_ms(fwd, reps);
   r.bwd_ms = median_ms(bwd, reps);
   if (with_rotary) {

@@ -40,6 +40,12 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm80     forward    128       32          bf16,fp16  none,rotary  auto"
   "sm80     backward   64        32          bf16,fp16  none,rotary  auto"
   "sm80     backward   128       32          bf16,fp16  none,rotary  auto"
+  # 128-token blocks: eight warps per tile; past D = 64 the backward takes dK
+  # and dV in two column passes, so its rotary epilogue is not built there.
+  "sm80     forward    64        128         bf16,fp16  none,rotary  auto"
+  "sm80     forward    128       128         bf16,fp16  none,rotary  auto"
+  "sm80     backward   64        128         bf16,fp16  none,rotary  auto"
+  "sm80     backward   128       128         bf16,fp16  none         auto"
   # Every other multiple of 32 up to 256. Past 128 the backward computes dK
   # and dV in two column passes, and the rotary epilogue (whole rows) is not
   # built there.

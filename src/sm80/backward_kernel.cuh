@@ -8,12 +8,14 @@
 // [16w, 16w+16) for dK and dV, which reduce over all query rows: P and dS go
 // through shared memory for those two products.
 //
-// Wide heads (D > 128): a warp's dK and dV rows would need 2 x D/2 registers,
-// so they are computed in two column passes over the KV group (P and dS
-// recomputed in the second, Q and dO reloaded only for groups), and every
-// output leaves straight from registers: K and V are read again by the second
-// pass, and skipping the dQ staging tile keeps the shared memory within what
-// every sm_80+ GPU gives a CTA.
+// Wide heads (D > 128), and D > 64 at 128-token blocks: a warp's dK and dV
+// rows would not fit the registers beside its rows of S and dP (D/2 each, and
+// 128-key rows of S and dP take 64 registers each), so they are computed in
+// two column passes over the KV group (P and dS recomputed in the second, Q
+// and dO reloaded only for groups), and every output leaves straight from
+// registers: K and V are read again by the second pass, and skipping the dQ
+// staging tile keeps the shared memory within what every sm_80+ GPU gives a
+// CTA (a 128-token block's at D = 128, 192 KB, fits sm_90's 227 KB only).
 #pragma once
 
 #include "common/kernel_launcher.cuh"
@@ -30,19 +32,21 @@ namespace blockattn::sm80 {
 
 template <typename T, int D, int B>
 struct BackwardConfig {
-  static_assert(B == 32 || B == 64, "one warp per 16 rows of a 32- or 64-token block");
+  static_assert(B == 32 || B == 64 || B == 128, "one warp per 16 rows of a 32-, 64- or 128-token block");
   static constexpr int kRows = B;  // query rows and key rows of a tile
   static constexpr int kKeys = B;  // key columns of S, dP, dS
   static constexpr int kWarps = kRows / 16;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kTileElems = kRows * D;
   static constexpr int kProbElems = kRows * kKeys;
-  static constexpr int kKvPasses = D > 128 ? 2 : 1;       // column passes of dK and dV
+  static constexpr int kKvPasses = D > 128 || (B == 128 && D > 64) ? 2 : 1;  // column passes of dK and dV
   static constexpr int kKvCols = D / kKvPasses;           // a multiple of 16 for every head dim built
   static constexpr bool kStagesOutputs = kKvPasses == 1;  // else outputs leave from registers
   // Q, K, V, dO tiles, a dQ staging tile (when staged), then P and dS.
   static constexpr int kSmemBytes = ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems) * 2;
-  static constexpr int kMinCtasPerSm = D <= 64 ? 3 : 2;
+  // 128-token blocks: eight warps of up to 255 registers, one CTA per SM
+  // (its shared memory, 144-192 KB, allows no more anyway).
+  static constexpr int kMinCtasPerSm = B == 128 ? 1 : D <= 64 ? 3 : 2;
 };
 
 template <typename T, int D, int B>

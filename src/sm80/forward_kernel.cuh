@@ -1,6 +1,7 @@
 // sm80 forward kernel: one (block, query head) tile of kRows queries x kKeys
-// keys per step of a persistent CTA of four warps, each warp owning 16 query
-// rows end to end (S, softmax, P V, normalization, store).
+// keys per step of a persistent CTA of one warp per 16 query rows (2, 4 or 8
+// warps for 32-, 64- and 128-token blocks), each warp owning its rows end to
+// end (S, softmax, P V, normalization, store).
 //
 //   frame:   a persistent loop over the CTA's tiles with two shared-memory
 //            stages of {Q, K, V}: while the CTA computes tile i from one
@@ -27,7 +28,7 @@ namespace blockattn::sm80 {
 
 template <typename T, int D, int B>
 struct ForwardConfig {
-  static_assert(B == 32 || B == 64, "one warp per 16 query rows of a 32- or 64-token block");
+  static_assert(B == 32 || B == 64 || B == 128, "one warp per 16 query rows of a 32-, 64- or 128-token block");
   static constexpr int kRows = B;  // query rows of a tile: the tokens of a block
   static constexpr int kKeys = B;  // key columns of S
   static constexpr int kWarps = kRows / 16;
@@ -35,11 +36,15 @@ struct ForwardConfig {
   static constexpr int kTileElems = kRows * D;
   static constexpr int kStageBytes = 3 * kTileElems * 2;  // Q, K, V
   static constexpr int kStages = 2 * kStageBytes <= 96 * 1024 ? 2 : 1;
-  static constexpr int kOutCols = D <= 128 ? D : D % 64 == 0 ? 64 : D / 2;  // columns of O per product
+  // Columns of O per product: whole rows where they fit beside P (P of a
+  // 128-key row takes as many registers as 64 columns of O).
+  static constexpr int kOutCols = D <= 128 / (B / 64 > 1 ? 2 : 1) ? D : D % 64 == 0 ? 64 : D / 2;
   static constexpr int kSmemBytes = kStages * kStageBytes;
   // Enough resident CTAs to keep loads in flight; the launch bound caps
-  // registers accordingly (measured: docs/perf.md).
-  static constexpr int kMinCtasPerSm = D <= 64 ? 3 : 2;
+  // registers accordingly (measured: docs/perf.md). A 128-token block's
+  // eight warps hold S rows of 128 keys (64 registers): two CTAs of 256
+  // threads leave them 128 registers.
+  static constexpr int kMinCtasPerSm = B == 128 ? 2 : D <= 64 ? 3 : 2;
 };
 
 // The operand tiles of one stage, by role.

@@ -3,10 +3,22 @@
 
 #include <cstdint>
 
+#include "common/opaque.cuh"
 #include "sm80/mma_sync.cuh"
 #include "tile/smem_layout.cuh"
 
 namespace blockattn::sm80 {
+
+// The thread index the loads of a kRows-row tile use. At 128 rows, the
+// swizzled offsets of a thread's copies (eight per tile per tensor), hoisted
+// out of the persistent loop, hold registers the 128-key S rows need: they
+// spilled 150-400 bytes. Re-read through opaque() (common/opaque.cuh) they
+// are recomputed per call. Smaller tiles keep them hoisted: recomputing cost
+// the 64-row kernels 1-6% (docs/perf.md, "Block size 128").
+template <int kRows>
+__device__ __forceinline__ int load_thread_index() {
+  return kRows >= 128 ? opaque(static_cast<int>(threadIdx.x)) : static_cast<int>(threadIdx.x);
+}
 
 // Every thread of the CTA issues cp.async for part of a kRows x kCols tile read
 // from global rows [0, valid_rows) at `src` (rows `row_stride` elements apart).
@@ -15,10 +27,11 @@ template <int kRows, int kCols, int kThreads, typename T>
 __device__ __forceinline__ void load_tile_async(T* tile, const T* src, int64_t row_stride, int valid_rows) {
   using Layout = tile::SwizzledRows<kCols>;
   const uint32_t base = tile::smem_u32(tile);
+  const int tid = load_thread_index<kRows>();
   static_assert((kRows * Layout::kUnitsPerRow) % kThreads == 0, "whole copy rounds");
 #pragma unroll
   for (int round = 0; round < kRows * Layout::kUnitsPerRow / kThreads; ++round) {
-    const int i = round * kThreads + threadIdx.x;
+    const int i = round * kThreads + tid;
     const int row = i / Layout::kUnitsPerRow;
     const int col = (i % Layout::kUnitsPerRow) * 8;
     const bool valid = row < valid_rows;

@@ -705,7 +705,7 @@ OTHER_BLOCK_SIZES = sorted({c["block_size"] for c in blockattn.supported_configs
 @pytest.mark.parametrize("block_size", OTHER_BLOCK_SIZES)
 @pytest.mark.parametrize("hq,hkv,d", [(4, 4, 128), (8, 2, 64)], ids=["mha-d128", "gqa-d64"])
 def test_other_block_sizes_match_fp64_reference(hq, hkv, d, block_size):
-    q, k, v, offsets = make_batch(EDGE_LENGTHS + [31, 32, 33], hq, hkv, d, torch.bfloat16)
+    q, k, v, offsets = make_batch(EDGE_LENGTHS + [31, 32, 33, 129, 255], hq, hkv, d, torch.bfloat16)
     dout = torch.randn(q.shape, dtype=q.dtype, device="cuda")
     ours = forward_backward(block_attention, q, k, v, offsets, dout, block_size=block_size)
     eager = forward_backward(block_attention_reference, q, k, v, offsets, dout, block_size=block_size)
