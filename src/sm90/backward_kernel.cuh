@@ -72,8 +72,7 @@ struct BackwardSmem {
   Barrier* empty;
 
   __device__ explicit BackwardSmem(unsigned char* raw) {
-    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023};
-    tiles = reinterpret_cast<unsigned char*>(aligned);
+    tiles = tile::align_shared_1024(raw);
     scratch = tiles + Cfg::kStages * Cfg::kStageBytes;
     full = reinterpret_cast<Barrier*>(scratch + Cfg::kConsumers * Cfg::kScratchBytes);
     empty = full + Cfg::kStages;
