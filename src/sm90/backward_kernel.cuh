@@ -53,7 +53,10 @@ struct BackwardConfig {
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
   // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB: the third
-  // consumer's scratch needs the room of the sixth).
+  // consumer's scratch needs the room of the sixth); at D = 160 and 192, 2
+  // (one per consumer: one's next tile lands while the other computes; with
+  // the scratch, 225 KB of the 227 KB a CTA may have). Past 192 columns a
+  // stage is 128 KB and only one fits: no kernel there.
   static constexpr int kStages = (kConsumers == 3 ? 160 * 1024 : 192 * 1024) / kStageBytes;
   static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
   static constexpr int kScratchBytes = 2 * kProbTileBytes;  // per consumer
