@@ -55,7 +55,7 @@ if want sanitize; then
   # cases), the grouped-query and malformed-offsets cases and the schedule
   # kernel under the four compute-sanitizer tools (exact-size allocations:
   # memcheck reports any access past a tensor).
-  filter='*Malformed*:ScheduleKernel*:ReuseSchedule*:*KernelTest*_hq4_hkv4_packed_valid:*KernelTest*_rope*:DenseForward.Edge*'
+  filter='*Malformed*:*PackedShort*:ScheduleKernel*:ReuseSchedule*:*KernelTest*_hq4_hkv4_packed_valid:*KernelTest*_rope*:DenseForward.Edge*'
   for tool in memcheck racecheck synccheck initcheck; do
     compute-sanitizer --tool $tool --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
     note $tool "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/$tool.log" | tail -1)"

@@ -38,8 +38,12 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
     BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
         schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, capacity, stream),
         "launching the block-schedule kernel"));
-  return backend->launch(p, schedule::WorkspaceLayout::schedule(workspace, capacity, num_seqs, tokens, s.block_size),
-                         stream);
+  // The backward takes the tiles with short sequences packed (one tile's
+  // fixed cost for several of them); the forward the blocks as they are,
+  // which measured faster there (docs/perf.md, "Packed short sequences").
+  const bool packed = p.operation == Operation::kBackward;
+  return backend->launch(
+      p, schedule::WorkspaceLayout::schedule(workspace, capacity, num_seqs, tokens, s.block_size, packed), stream);
 }
 
 Status chosen_backend(const core::Problem& p, Backend* chosen) {
@@ -59,7 +63,7 @@ const KernelConfig* supported_configs(size_t* count) {
 }
 
 size_t workspace_size(int64_t num_seqs, int64_t total_tokens) {
-  return schedule::WorkspaceLayout::bytes(workspace_capacity(num_seqs, total_tokens));
+  return schedule::WorkspaceLayout::bytes(workspace_capacity(num_seqs, total_tokens), std::max<int64_t>(num_seqs, 0));
 }
 
 Status forward(const ForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {

@@ -20,12 +20,21 @@ struct Problem {
   double softmax_scale() const;
 };
 
-// The host model of the device schedule: the blocks of the sanitized offsets,
-// in the order the device lists them, and (when `seqs` is given) the parallel
-// BlockSeq table.
+// The attention blocks of the sanitized offsets (what attends to what), in
+// order, and (when `seqs` is given) the parallel BlockSeq table.
 std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
                                                 int32_t block_size = kDefaultBlockSize,
                                                 std::vector<schedule::BlockSeq>* seqs = nullptr);
+
+// The host model of the device's tiles table: block_schedule's blocks, with
+// runs of consecutive sequences shorter than a block packed greedily into
+// shared tiles (block sizes up to schedule::kMaxPackedBlockSize; a tile stays
+// within an aligned group of schedule::kPackGroup sequences, as on the
+// device). Entry j belongs to the same sequence as block j: a tile sits in
+// its first sequence's entry, the others' entries are empty (row_count 0).
+std::vector<schedule::BlockDesc> tile_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
+                                               int32_t block_size = kDefaultBlockSize,
+                                               std::vector<schedule::BlockSeq>* seqs = nullptr);
 
 // Rotary embeddings in fp64 (blockattn::Rotary's semantics), applied to whole
 // [T, H, D] tensors: the kernels' fused rotation is checked as

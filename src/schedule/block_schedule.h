@@ -24,16 +24,31 @@
 
 namespace blockattn::schedule {
 
-// One attention block: rows [row_begin, row_begin + row_count), 1 <= row_count <= block_size.
+// One entry of a schedule table: rows [row_begin, row_begin + row_count),
+// row_count <= block_size, holding one attention block, or, packed, several
+// whole sequences that are each shorter than a block (bit r of
+// segment_starts set: row r starts one; bit 0 always). A row attends to the
+// rows of its own segment only; an unpacked entry is one segment. In the
+// tiles table, the entry of a short sequence packed into an earlier one's
+// tile is empty (row_count 0): kernels skip it.
 struct BlockDesc {
   int32_t row_begin;
   int32_t row_count;
+  uint64_t segment_starts = 1;
 };
 
+// Sequences shorter than a block are packed into shared tiles when blocks
+// have at most this many rows (one bit per row in segment_starts).
+inline constexpr int32_t kMaxPackedBlockSize = 64;
+// Packing is greedy within aligned groups of this many sequences (one warp
+// of the schedule kernel walks a group); a tile never spans two groups.
+inline constexpr int32_t kPackGroup = 32;
+
 // Where a block sits in its sequence: the sequence's index and the position of
-// the block's first row within it. A table parallel to the BlockDesc table,
-// read only by kernels that need token positions (rotary), so the others load
-// no more than before.
+// the block's first row within it (for a packed tile: its first sequence,
+// position 0; segment k is sequence seq + k). A table parallel to the
+// BlockDesc table, read only by kernels that need token positions (rotary),
+// so the others load no more than before.
 struct BlockSeq {
   int32_t seq;
   int32_t first_pos;
@@ -47,31 +62,71 @@ BA_HOST_DEVICE int32_t blocks_in_sequence(int32_t length, int32_t block_size) {
   return (length + block_size - 1) / block_size;
 }
 
+// Whether a sequence of `length` tokens is short enough to share a tile.
+BA_HOST_DEVICE bool is_packable(int32_t length, int32_t block_size) {
+  return block_size <= kMaxPackedBlockSize && length > 0 && length < block_size;
+}
+
+// The segment of row `row` (< 64) of a packed tile: its first row, and how
+// many segments start before it.
+BA_HOST_DEVICE int32_t segment_first_row(uint64_t segment_starts, int row) {
+  const uint64_t at_or_below = segment_starts & (~uint64_t{0} >> (63 - row));
+#if defined(__CUDA_ARCH__)
+  return 63 - __clzll(static_cast<long long>(at_or_below));
+#else
+  return 63 - __builtin_clzll(at_or_below);
+#endif
+}
+BA_HOST_DEVICE int32_t segment_index(uint64_t segment_starts, int row) {
+  const uint64_t at_or_below = segment_starts & (~uint64_t{0} >> (63 - row));
+#if defined(__CUDA_ARCH__)
+  return __popcll(at_or_below) - 1;
+#else
+  return __builtin_popcountll(at_or_below) - 1;
+#endif
+}
+
+// One past the last row of that segment: the next segment's first row, or
+// row_count for the last one.
+BA_HOST_DEVICE int32_t segment_end_row(uint64_t segment_starts, int row, int32_t row_count) {
+  const uint64_t above = row >= 63 ? 0 : segment_starts >> (row + 1);
+  if (above == 0) return row_count;
+#if defined(__CUDA_ARCH__)
+  return row + __ffsll(static_cast<long long>(above));
+#else
+  return row + 1 + __builtin_ctzll(above);
+#endif
+}
+
 // Upper bound on the number of blocks for any offsets content (S = block_size):
 // sum_b ceil(len_b / S) <= (sum_b len_b + (S - 1) B) / S <= (T + (S - 1) B) / S.
 BA_HOST_DEVICE int64_t max_blocks(int64_t num_seqs, int64_t total_tokens, int32_t block_size) {
   return (total_tokens + (block_size - 1) * num_seqs) / block_size;
 }
 
-// The workspace header the schedule kernel writes: the block count and the
-// sizes the table was built for. A call that reuses a schedule (built by an
-// earlier call, e.g. the forward before a backward) checks them on the device.
+// The workspace header the schedule kernels write: the entry count of its
+// two tables and the sizes they were built for. A call that reuses a
+// schedule (built by an earlier call, e.g. the forward before a backward)
+// checks them on the device.
 struct ScheduleHeader {
-  int32_t block_count;
+  int32_t block_count;  // entries of each table
   int32_t num_seqs;
   int32_t total_tokens;
   int32_t block_size;
+  int32_t reserved[4];
 };
 
-// What the kernels read: the header and the table, written by the schedule
-// kernel earlier on the same stream, and the sizes this call expects.
+// What the kernels read: the header and one of its tables (with the parallel
+// BlockSeq table), written by the schedule kernel earlier on the same stream,
+// and the sizes this call expects.
 struct Schedule {
   const ScheduleHeader* header;
   const BlockDesc* blocks;
   const BlockSeq* block_seqs;
   int32_t num_seqs, total_tokens, block_size;
+  int32_t packed;  // 1: `blocks` is the tiles table (empty entries possible)
 
-  // The blocks to process: the header's count when the table was built for
+  // The entries to process: the header's count when the table was built for
   // this call's sizes, else none. A reused schedule of another problem could
   // name rows outside this call's tensors; it is ignored instead (outputs are
   // left untouched). Same sizes but other offsets content stays in bounds:
@@ -85,19 +140,41 @@ struct Schedule {
   }
 };
 
-// Workspace layout: the 16-byte header, the BlockDesc table, then the
-// BlockSeq table, each sized for the smallest block size the caller may use
-// (`capacity` entries: the tables' places depend only on num_seqs and T).
+// Per-sequence results of the schedule's first pass, which its second pass
+// reads: the sanitized start of every sequence and one past the last, and
+// each sequence's first block (then the block count).
+struct SequenceTables {
+  int32_t* begin;        // [num_seqs + 1]
+  int32_t* first_block;  // [num_seqs + 1]
+};
+
+// Workspace layout: the 32-byte header, then two (BlockDesc, BlockSeq) table
+// pairs: the blocks (what the forward kernels take) and the tiles (short
+// sequences packed, what the backward kernels take; entry j of both belongs
+// to the same sequence), each sized for the smallest block size the caller
+// may use (`capacity` entries: the tables' places depend only on num_seqs
+// and T); then the SequenceTables.
 struct WorkspaceLayout {
-  static constexpr size_t kHeaderBytes = 16;
-  static_assert(sizeof(ScheduleHeader) == kHeaderBytes, "the table starts 16-byte aligned");
+  static constexpr size_t kHeaderBytes = 32;
+  static_assert(sizeof(ScheduleHeader) == kHeaderBytes, "the tables start 16-byte aligned");
+  static_assert(sizeof(BlockDesc) == 16 && sizeof(BlockSeq) == 8, "entries keep the tables 8-byte aligned");
   static size_t capacity(int64_t num_seqs, int64_t total_tokens, int32_t smallest_block_size) {
     return static_cast<size_t>(max_blocks(num_seqs, total_tokens, smallest_block_size));
   }
-  static size_t bytes(size_t capacity) { return kHeaderBytes + (sizeof(BlockDesc) + sizeof(BlockSeq)) * capacity; }
+  static size_t bytes(size_t capacity, int64_t num_seqs) {
+    return kHeaderBytes + 2 * (sizeof(BlockDesc) + sizeof(BlockSeq)) * capacity +
+           sizeof(int32_t) * (2 * static_cast<size_t>(num_seqs) + 2);
+  }
+  // The forward kernels read the blocks; the backward kernels the packed tiles.
   static Schedule schedule(void* workspace, size_t capacity, int32_t num_seqs, int32_t total_tokens,
-                           int32_t block_size) {
-    return {header(workspace), table(workspace), seq_table(workspace, capacity), num_seqs, total_tokens, block_size};
+                           int32_t block_size, bool packed) {
+    return {header(workspace),
+            packed ? tile_table(workspace, capacity) : table(workspace),
+            packed ? tile_seq_table(workspace, capacity) : seq_table(workspace, capacity),
+            num_seqs,
+            total_tokens,
+            block_size,
+            packed ? 1 : 0};
   }
   static ScheduleHeader* header(void* workspace) { return static_cast<ScheduleHeader*>(workspace); }
   static BlockDesc* table(void* workspace) {
@@ -106,10 +183,21 @@ struct WorkspaceLayout {
   static BlockSeq* seq_table(void* workspace, size_t capacity) {
     return reinterpret_cast<BlockSeq*>(table(workspace) + capacity);
   }
+  static BlockDesc* tile_table(void* workspace, size_t capacity) {
+    return reinterpret_cast<BlockDesc*>(seq_table(workspace, capacity) + capacity);
+  }
+  static BlockSeq* tile_seq_table(void* workspace, size_t capacity) {
+    return reinterpret_cast<BlockSeq*>(tile_table(workspace, capacity) + capacity);
+  }
+  static SequenceTables sequence_tables(void* workspace, size_t capacity, int32_t num_seqs) {
+    int32_t* begin = reinterpret_cast<int32_t*>(tile_seq_table(workspace, capacity) + capacity);
+    return {begin, begin + num_seqs + 1};
+  }
 };
 
-// Enqueues the kernel that writes the block count and both tables into
-// `workspace`, laid out for `capacity` blocks (WorkspaceLayout).
+// Enqueues the two kernels that write the header, the per-sequence tables
+// and the four entry tables into `workspace`, laid out for `capacity` blocks
+// (WorkspaceLayout).
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                                  void* workspace, size_t capacity, cudaStream_t stream);
 

@@ -90,7 +90,7 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
   probs.zero();
   gemm_abt<T, kKeys, D>(probs, sm.q, row0, sm.k, lane);
   float row_sum[2];
-  tile::exp_rows_masked(probs, valid, p.attn.scale_log2, row_sum, lane);
+  tile::exp_rows_in_tile(probs, t.block, row0, p.attn.scale_log2, row_sum, lane);
   // Where 1/row_sum is formed (before or after the dP product) only moves
   // ptxas's register allocation; each head dim takes the placement that
   // measured fewest spill bytes (docs/perf.md, "architecture refactor").
@@ -183,6 +183,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
   for (int tile_index = blockIdx.x; tile_index < num_tiles; tile_index += gridDim.x) {
     const tile::TileCoords t = tile::TileCoords::per_kv_head(p.attn, num_kv_heads, tile_index);
     const int valid = t.block.row_count;
+    if (valid == 0) continue;  // a sequence packed into an earlier tile (CTA-uniform: no barrier skipped alone)
 
     load_tile_async<kRows, D, kT>(sm.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride, valid);
     load_tile_async<kRows, D, kT>(sm.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride, valid);

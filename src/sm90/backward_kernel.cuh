@@ -64,6 +64,7 @@ struct BackwardConfig {
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
+  static constexpr bool kEmptyEntries = true;  // the tiles table: sequences packed into an earlier tile
 };
 
 template <typename T, int D, int B>
@@ -169,7 +170,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
 
   // P (normalized; rows past the block end zeroed) and dS, in place.
   float row_sum[2];
-  tile::exp_rows_masked(s, valid, p.attn.scale_log2, row_sum, lane);
+  tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
   tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
   tile::stage_rows<ProbLayout, T>(s, one, probs_tile, row0, 0, lane);
   tile::stage_rows<ProbLayout, T>(ds, one, dscores_tile, row0, 0, lane);

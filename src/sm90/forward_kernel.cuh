@@ -49,6 +49,7 @@ struct ForwardConfig {
   // 128 x 40 + 256 x 232 <= 384 x 168 registers at launch. The producer
   // needs ~40 for its TMA coordinates without spilling.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr bool kEmptyEntries = false;  // the blocks table has none (frame.cuh)
 };
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
@@ -109,7 +110,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   fence_registers(s.regs());
 
   float row_sum[2];
-  tile::exp_rows_masked(s, valid, p.attn.scale_log2, row_sum, lane);
+  tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
   tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
 
   // O = P V over the block's keys; V is the transposed (MN-major) B operand.

@@ -64,6 +64,11 @@ __device__ __forceinline__ void release_stage(Barrier& empty, int lane) {
 }
 
 // The producer's walk over the CTA's tiles (tile = blockIdx.x + i * gridDim.x).
+// Where the table may hold empty entries (Cfg::kEmptyEntries: the backward's
+// tiles table), an empty one still takes its ring slot, unloaded, so that
+// producer and consumers keep counting slots alike; the check is compiled
+// only there (as a run-time branch in the forward's loop it cost the D = 64
+// forward 4% on partial-heavy batches, docs/perf.md).
 template <typename Cfg, typename CoordsOf, typename Load>
 __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
                                               Load&& load) {
@@ -72,6 +77,10 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     empty[slot.stage].wait(slot.empty_parity());
     const auto coords = coords_of(tile);
+    if (Cfg::kEmptyEntries && coords.block.row_count == 0) {  // packed into an earlier tile: the slot passes, unloaded
+      full[slot.stage].arrive();
+      continue;
+    }
     full[slot.stage].arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
     load(coords, slot.stage, full[slot.stage]);
   }
@@ -103,7 +112,7 @@ __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int
       empty[slot.stage].wait(slot.empty_parity());
     }
     full[slot.stage].wait(slot.full_parity());
-    op(coords, slot.stage);
+    if (!Cfg::kEmptyEntries || coords.block.row_count > 0) op(coords, slot.stage);
     release_stage(empty[slot.stage], threadIdx.x % 32);
   }
 }

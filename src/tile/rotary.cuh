@@ -154,7 +154,7 @@ class RotaryHooks {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // the thread's rows lane/4 and lane/4 + 8
         const int row = rows_begin + lane / 4 + 8 * h;
-        const int64_t pos = first + row;
+        const int64_t pos = position(t, first, row);
         if (row >= t.block.row_count || !in_table(pos)) continue;
         if (r.half_split && r.half / 8 == kN / 16) {
           rotate_back_half_split<kN / 16>(table, acc, h, pos, lane);  // r = D: the common case
@@ -188,7 +188,7 @@ class RotaryHooks {
 #pragma unroll 2
     for (int i = 0; i < kJobs; ++i) {
       const int job = tid + i * kThreads, row = job / kUnits, unit = job % kUnits;
-      const int64_t pos = first + row;
+      const int64_t pos = position(t, first, row);
       if (row < t.block.row_count && unit < units && in_table(pos)) f(row, unit * 8, pos);
     }
   }
@@ -228,6 +228,17 @@ class RotaryHooks {
     return static_cast<int64_t>(at.first_pos) + (r.seq_start != nullptr ? r.seq_start[at.seq] : 0);
   }
   __device__ __forceinline__ bool in_table(int64_t pos) const { return pos >= 0 && pos < p_.rotary.num_positions; }
+
+  // Table row of row `row` of the tile: first_position + row, except in a
+  // packed tile with in-sequence positions, where each row counts from its
+  // own sequence's first token (segment k is sequence BlockSeq::seq + k).
+  __device__ __forceinline__ int64_t position(const TileCoords& t, int64_t first, int row) const {
+    const uint64_t starts = t.block.segment_starts;
+    if (starts == 1 || !p_.rotary.in_sequence) return first + row;
+    const int32_t seq = p_.schedule.block_seqs[t.block_index].seq + schedule::segment_index(starts, row);
+    return (row - schedule::segment_first_row(starts, row)) +
+           (p_.rotary.seq_start != nullptr ? p_.rotary.seq_start[seq] : 0);
+  }
 
   // Half-split pairs of row h of the thread's fragments: fragment j pairs
   // with fragment j + shift (r/2 columns on), for j < shift = r/16. The

@@ -5,24 +5,39 @@
 
 #include <cmath>
 
+#include "schedule/block_schedule.h"
 #include "tile/fast_exp2.cuh"
 #include "tile/fragments.cuh"
 
 namespace blockattn::tile {
 
-// In place: s <- exp2(scale_log2 * (s - rowmax)) at key columns below
-// valid_cols, exactly 0 at or past it (selected, never multiplied, so inf/NaN
+// Which key columns a thread's two rows (lane / 4 and lane / 4 + 8 of its
+// 16) may see: the first valid_cols (a block), or for each row its own range
+// [lo, lo + width) (a packed tile, one unsigned compare per column).
+struct FirstKeys {
+  int valid_cols;
+  __device__ __forceinline__ bool outside(int col, int /*row*/) const { return col >= valid_cols; }
+};
+struct KeyRanges {
+  int lo[2], width[2];
+  __device__ __forceinline__ bool outside(int col, int row) const {
+    return static_cast<unsigned>(col - lo[row]) >= static_cast<unsigned>(width[row]);
+  }
+};
+
+// In place: s <- exp2(scale_log2 * (s - rowmax)) at the key columns each row
+// may see, exactly 0 elsewhere (selected, never multiplied, so inf/NaN
 // cannot leak from masked columns); kMasked = false when every column is
-// valid. Returns each of the thread's two rows' sums.
+// valid for every row. Returns each of the thread's two rows' sums.
 //
 // Scores arrive unscaled; the scale and log2(e) fold into one FFMA before
 // each exponential, p = exp2(s * scale_log2 - max * scale_log2). That needs
 // scale_log2 > 0 (validation requires a positive softmax scale), so that the
 // max of the raw scores is the max of the scaled ones.
-template <int kN, bool kMasked>
-__device__ __forceinline__ void exp_rows(Accumulator<kN>& s, int valid_cols, float scale_log2, float (&row_sum)[2],
+template <int kN, bool kMasked, typename Keys>
+__device__ __forceinline__ void exp_rows(Accumulator<kN>& s, const Keys& keys, float scale_log2, float (&row_sum)[2],
                                          int lane) {
-  auto masked = [&](int j, int e) { return kMasked && fragment_col(j, e, lane) >= valid_cols; };
+  auto masked = [&](int j, int e) { return kMasked && keys.outside(fragment_col(j, e, lane), e >> 1); };
   float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
@@ -42,15 +57,41 @@ __device__ __forceinline__ void exp_rows(Accumulator<kN>& s, int valid_cols, flo
   row_sum[1] = quad_sum(row_sum[1]);
 }
 
-// exp_rows for a tile whose first valid_cols key columns are real: the masks
-// only where the block is shorter than the tile (a warp-uniform branch).
+// exp_rows for a block whose first valid_cols key columns are real (the
+// forward's tiles): the masks only where the block is shorter than the tile
+// (a warp-uniform branch).
 template <int kN>
 __device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_cols, float scale_log2,
                                                 float (&row_sum)[2], int lane) {
   if (valid_cols >= kN)
-    exp_rows<kN, false>(s, valid_cols, scale_log2, row_sum, lane);
+    exp_rows<kN, false>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
   else
-    exp_rows<kN, true>(s, valid_cols, scale_log2, row_sum, lane);
+    exp_rows<kN, true>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
+}
+
+// exp_rows for the warp's rows row0.. of an entry of the tiles table (the
+// backward's): every row sees its own segment's keys, i.e. the block's
+// first row_count keys, or in a packed tile (several short sequences) its
+// own sequence's. One masked variant serves partial and packed tiles alike:
+// a third copy of the exponentials cost the sm80 backward 20-40 bytes more
+// of spills.
+template <int kN>
+__device__ __forceinline__ void exp_rows_in_tile(Accumulator<kN>& s, const schedule::BlockDesc& b, int row0,
+                                                 float scale_log2, float (&row_sum)[2], int lane) {
+  if (b.segment_starts == 1 && b.row_count >= kN) {
+    exp_rows<kN, false>(s, FirstKeys{kN}, scale_log2, row_sum, lane);
+    return;
+  }
+  KeyRanges keys{{0, 0}, {b.row_count, b.row_count}};
+  if (b.segment_starts != 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + lane / 4 + 8 * h;  // < kN <= 64: packed tiles have at most 64 rows
+      keys.lo[h] = schedule::segment_first_row(b.segment_starts, row);
+      keys.width[h] = schedule::segment_end_row(b.segment_starts, row, b.row_count) - keys.lo[h];
+    }
+  }
+  exp_rows<kN, true>(s, keys, scale_log2, row_sum, lane);
 }
 
 // 1 / row_sum for the forward's normalization (row_sum >= 1 for every row:

@@ -12,7 +12,7 @@ namespace blockattn {
 namespace schedule {
 // Found by argument-dependent lookup from std::vector's operator==.
 bool operator==(const BlockDesc& a, const BlockDesc& b) {
-  return a.row_begin == b.row_begin && a.row_count == b.row_count;
+  return a.row_begin == b.row_begin && a.row_count == b.row_count && a.segment_starts == b.segment_starts;
 }
 }  // namespace schedule
 
@@ -40,6 +40,49 @@ TEST(Schedule, MalformedOffsetsAreClampedAndMadeMonotonic) {
   EXPECT_EQ(reference::block_schedule(offsets, 120), want);
 }
 
+TEST(Schedule, PacksRunsOfShortSequencesGreedily) {
+  // lengths 10, 20, 30, 0, 5, 64, 3, 70, 40, 24, 1
+  const std::vector<int32_t> offsets = {0, 10, 30, 60, 60, 65, 129, 132, 202, 242, 266, 267};
+  // Greedy in 64 rows: {10, 20, 30} = 60 rows (starts at 0, 10, 30); the empty
+  // sequence ends the run; {5} alone (the next, 64, is a whole block); 64;
+  // {3}; 70 = 64 + 6; {40, 24} = 64 rows (starts 0, 40); {1}.
+  // A packed tile sits in its first sequence's entry; the entries of the
+  // sequences it took are empty (the tiles table keeps the blocks' indexing).
+  const std::vector<BlockDesc> tiles = {{0, 60, (1ull << 0) | (1ull << 10) | (1ull << 30)},
+                                        {10, 0},
+                                        {30, 0},
+                                        {60, 5},
+                                        {65, 64},
+                                        {129, 3},
+                                        {132, 64},
+                                        {196, 6},
+                                        {202, 64, (1ull << 0) | (1ull << 40)},
+                                        {242, 0},
+                                        {266, 1}};
+  std::vector<schedule::BlockSeq> seqs;
+  EXPECT_EQ(reference::tile_schedule(offsets, 267, 64, &seqs), tiles);
+  ASSERT_EQ(seqs.size(), tiles.size());
+  EXPECT_EQ(seqs[0].seq, 0);
+  EXPECT_EQ(seqs[2].seq, 2);
+  EXPECT_EQ(seqs[8].seq, 8);
+  EXPECT_EQ(seqs[7].first_pos, 64);
+  EXPECT_EQ(tiles.size(), reference::block_schedule(offsets, 267, 64).size());
+  // A tile stays within its aligned group of 32 sequences: 33 one-token
+  // sequences make a 32-row tile and a 1-row one.
+  std::vector<int32_t> ones(34);
+  for (int32_t i = 0; i < 34; ++i)
+    ones[i] = i;
+  const auto packed = reference::tile_schedule(ones, 33, 64);
+  ASSERT_EQ(packed.size(), 33u);
+  EXPECT_EQ(packed[0].row_count, 32);
+  EXPECT_EQ(packed[0].segment_starts, ~uint64_t{0} >> 32);
+  EXPECT_EQ(packed[31].row_count, 0);
+  EXPECT_EQ(packed[32].row_begin, 32);
+  EXPECT_EQ(packed[32].row_count, 1);
+  // 128-token blocks are never packed (one bit per row of a tile).
+  EXPECT_EQ(reference::tile_schedule(offsets, 267, 128), reference::block_schedule(offsets, 267, 128));
+}
+
 TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
   std::mt19937_64 rng = testing::test_rng();
   for (int trial = 0; trial < 2000; ++trial) {
@@ -51,25 +94,37 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
       o = any(rng);
     if (trial % 2) std::sort(offsets.begin(), offsets.end());  // half valid-looking
     const int32_t block_size = 32 << (trial % 3);              // 32, 64, 128: the schedule takes any
-    const auto blocks = reference::block_schedule(offsets, T, block_size);
-    ASSERT_LE(static_cast<int64_t>(blocks.size()), schedule::max_blocks(B, T, block_size));
-    int32_t prev_end = 0;
-    for (const auto& b : blocks) {
-      ASSERT_GE(b.row_begin, prev_end);  // ordered and disjoint
-      ASSERT_GE(b.row_count, 1);
-      ASSERT_LE(b.row_count, block_size);
-      ASSERT_LE(b.row_begin + b.row_count, T);  // in bounds
-      prev_end = b.row_begin + b.row_count;
+    // The attention blocks and the device's tiles (short sequences packed).
+    const auto blocks_table = reference::block_schedule(offsets, T, block_size);
+    const auto tiles_table = reference::tile_schedule(offsets, T, block_size);
+    ASSERT_EQ(tiles_table.size(), blocks_table.size());  // the same indexing
+    for (const auto* table : {&blocks_table, &tiles_table}) {
+      const auto& blocks = *table;
+      ASSERT_LE(static_cast<int64_t>(blocks.size()), schedule::max_blocks(B, T, block_size));
+      int32_t prev_end = 0;
+      for (const auto& b : blocks) {
+        if (b.row_count == 0 && table == &tiles_table) continue;  // a sequence packed into an earlier tile
+        ASSERT_GE(b.row_count, 1);
+        ASSERT_GE(b.row_begin, prev_end);  // ordered and disjoint
+        ASSERT_LE(b.row_count, block_size);
+        ASSERT_LE(b.row_begin + b.row_count, T);  // in bounds
+        ASSERT_EQ(b.segment_starts & 1, 1u);      // row 0 starts a segment, and no segment starts past the rows
+        if (b.row_count < 64) ASSERT_EQ(b.segment_starts >> b.row_count, 0u);
+        prev_end = b.row_begin + b.row_count;
+      }
     }
   }
 }
 
 TEST(Schedule, WorkspaceHoldsTheLargestTable) {
-  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0), schedule::WorkspaceLayout::kHeaderBytes);
+  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0, 0), schedule::WorkspaceLayout::kHeaderBytes + 2 * sizeof(int32_t));
   // 3 sequences of 1 token: 3 blocks; bound (3 + 63*3)/64 = 3.
   EXPECT_EQ(schedule::max_blocks(3, 3, kDefaultBlockSize), 3);
-  EXPECT_EQ(workspace_size(3, 3),
-            schedule::WorkspaceLayout::kHeaderBytes + 3 * (sizeof(BlockDesc) + sizeof(schedule::BlockSeq)));
+  // Two tables (blocks, and tiles with short sequences packed), each with its
+  // BlockSeq table, then four per-sequence arrays.
+  EXPECT_EQ(workspace_size(3, 3), schedule::WorkspaceLayout::kHeaderBytes +
+                                      2 * 3 * (sizeof(BlockDesc) + sizeof(schedule::BlockSeq)) +
+                                      (2 * 3 + 2) * sizeof(int32_t));
 }
 
 }  // namespace

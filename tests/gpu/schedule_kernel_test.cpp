@@ -16,29 +16,43 @@ using namespace blockattn::testing;
 using schedule::BlockDesc;
 using schedule::WorkspaceLayout;
 
+// One table of the device schedule against the host model's.
+void expect_table(const std::vector<unsigned char>& raw, int32_t count, const BlockDesc* table,
+                  const schedule::BlockSeq* seqs, const std::vector<BlockDesc>& want,
+                  const std::vector<schedule::BlockSeq>& want_seqs) {
+  ASSERT_EQ(count, static_cast<int32_t>(want.size()));
+  ASSERT_LE(reinterpret_cast<const unsigned char*>(seqs + count), raw.data() + raw.size());
+  for (int32_t i = 0; i < count; ++i) {
+    ASSERT_EQ(table[i].row_begin, want[i].row_begin) << "entry " << i;
+    ASSERT_EQ(table[i].row_count, want[i].row_count) << "entry " << i;
+    ASSERT_EQ(table[i].segment_starts, want[i].segment_starts) << "entry " << i;
+    ASSERT_EQ(seqs[i].seq, want_seqs[i].seq) << "entry " << i;
+    ASSERT_EQ(seqs[i].first_pos, want_seqs[i].first_pos) << "entry " << i;
+  }
+}
+
 void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t total_tokens, int32_t block_size) {
   const int32_t num_seqs = static_cast<int32_t>(offsets.size()) - 1;
   DeviceBuffer<int32_t> d_offsets(offsets.size());
   d_offsets.upload(offsets);
   const size_t capacity = WorkspaceLayout::capacity(num_seqs, total_tokens, block_size);
-  DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(capacity));
+  DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(capacity, num_seqs));
   workspace.poison();
   ASSERT_EQ(cudaSuccess, schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size,
                                                         workspace.get(), capacity, nullptr));
-  const auto raw = workspace.download();
-  int32_t count;
-  std::memcpy(&count, raw.data(), sizeof(count));
+  auto raw = workspace.download();
+  schedule::ScheduleHeader header;
+  std::memcpy(&header, raw.data(), sizeof(header));
+  EXPECT_EQ(header.num_seqs, num_seqs);
+  EXPECT_EQ(header.block_size, block_size);
+  void* ws = raw.data();
   std::vector<schedule::BlockSeq> want_seqs;
-  const auto want = reference::block_schedule(offsets, total_tokens, block_size, &want_seqs);
-  ASSERT_EQ(count, static_cast<int32_t>(want.size()));
-  const auto* table = reinterpret_cast<const BlockDesc*>(raw.data() + WorkspaceLayout::kHeaderBytes);
-  const auto* seqs = reinterpret_cast<const schedule::BlockSeq*>(table + capacity);
-  for (int32_t i = 0; i < count; ++i) {
-    ASSERT_EQ(table[i].row_begin, want[i].row_begin) << "block " << i;
-    ASSERT_EQ(table[i].row_count, want[i].row_count) << "block " << i;
-    ASSERT_EQ(seqs[i].seq, want_seqs[i].seq) << "block " << i;
-    ASSERT_EQ(seqs[i].first_pos, want_seqs[i].first_pos) << "block " << i;
-  }
+  const auto want_blocks = reference::block_schedule(offsets, total_tokens, block_size, &want_seqs);
+  expect_table(raw, header.block_count, WorkspaceLayout::table(ws), WorkspaceLayout::seq_table(ws, capacity),
+               want_blocks, want_seqs);
+  const auto want_tiles = reference::tile_schedule(offsets, total_tokens, block_size, &want_seqs);
+  expect_table(raw, header.block_count, WorkspaceLayout::tile_table(ws, capacity),
+               WorkspaceLayout::tile_seq_table(ws, capacity), want_tiles, want_seqs);
 }
 
 TEST(ScheduleKernel, MatchesHostModel) {
@@ -60,6 +74,24 @@ TEST(ScheduleKernel, MatchesHostModel) {
       o = any(rng);
     expect_device_matches_host(offsets, total, block_size);
   }
+}
+
+// Batches of mostly short sequences (0-70 tokens, and a few long ones): runs
+// of packed tiles across the 32-sequence packing groups and the kernel's
+// 1024-sequence chunks, every block size.
+TEST(ScheduleKernel, PacksShortSequencesLikeHostModel) {
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
+  std::mt19937_64 rng = testing::test_rng();
+  for (int num_seqs : {1, 2, 63, 1024, 1500, 5000})
+    for (int32_t block_size : {32, 64, 128}) {
+      std::uniform_int_distribution<int32_t> len(0, 70), rare(0, 99);
+      std::vector<int32_t> offsets{0};
+      for (int b = 0; b < num_seqs; ++b)
+        offsets.push_back(offsets.back() + (rare(rng) == 0 ? 300 : len(rng)));
+      SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs) + " block_size=" + std::to_string(block_size));
+      expect_device_matches_host(offsets, offsets.back(), block_size);
+    }
 }
 
 }  // namespace
