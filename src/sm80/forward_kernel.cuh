@@ -38,7 +38,7 @@ struct ForwardConfig {
   static constexpr int kStages = 2 * kStageBytes <= 96 * 1024 ? 2 : 1;
   // Columns of O per product: whole rows where they fit beside P (P of a
   // 128-key row takes as many registers as 64 columns of O).
-  static constexpr int kOutCols = D <= 128 / (B / 64 > 1 ? 2 : 1) ? D : D % 64 == 0 ? 64 : D / 2;
+  static constexpr int kOutCols = D <= (B == 128 ? 64 : 128) ? D : D % 64 == 0 ? 64 : D / 2;
   static constexpr int kSmemBytes = kStages * kStageBytes;
   // Enough resident CTAs to keep loads in flight; the launch bound caps
   // registers accordingly (measured: docs/perf.md). A 128-token block's
