@@ -124,7 +124,6 @@ struct Schedule {
   const BlockDesc* blocks;
   const BlockSeq* block_seqs;
   int32_t num_seqs, total_tokens, block_size;
-  int32_t packed;  // 1: `blocks` is the tiles table (empty entries possible)
 
   // The entries to process: the header's count when the table was built for
   // this call's sizes, else none. A reused schedule of another problem could
@@ -173,8 +172,7 @@ struct WorkspaceLayout {
             packed ? tile_seq_table(workspace, capacity) : seq_table(workspace, capacity),
             num_seqs,
             total_tokens,
-            block_size,
-            packed ? 1 : 0};
+            block_size};
   }
   static ScheduleHeader* header(void* workspace) { return static_cast<ScheduleHeader*>(workspace); }
   static BlockDesc* table(void* workspace) {
