@@ -1,6 +1,7 @@
 // The block schedule: the list of attention blocks (block_size tokens each,
-// the last of a sequence shorter) of a jagged batch, built on the device from
-// the offsets so the host never waits for them. The lowest layer of the
+// the last of a sequence shorter) of a jagged batch, and a second list where
+// runs of short sequences share tiles (the backward's), built on the device
+// from the offsets so the host never waits for them. The lowest layer of the
 // library: it knows the public types and nothing else.
 //
 // Offsets are untrusted. The schedule reads them as their running maximum
