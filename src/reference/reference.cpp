@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace blockattn::reference {
 namespace {
@@ -62,40 +63,33 @@ std::vector<schedule::BlockDesc> block_schedule(const std::vector<int32_t>& offs
 
 std::vector<schedule::BlockDesc> tile_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
                                                int32_t block_size, std::vector<schedule::BlockSeq>* seqs) {
-  std::vector<schedule::BlockDesc> tiles;
-  if (seqs != nullptr) seqs->clear();
-  if (offsets.size() < 2) return tiles;
-  // Sanitized sequence starts: begin[b] .. begin[b + 1] is sequence b.
-  std::vector<int32_t> begin(offsets.size());
-  begin[0] = schedule::clamp_offset(offsets[0], total_tokens);
-  for (size_t b = 1; b < offsets.size(); ++b)
-    begin[b] = std::max(begin[b - 1], schedule::clamp_offset(offsets[b], total_tokens));
-  const int32_t num_seqs = static_cast<int32_t>(offsets.size()) - 1;
-  auto is_short = [&](int32_t b) { return schedule::is_packable(begin[b + 1] - begin[b], block_size); };
-  for (int32_t b = 0; b < num_seqs;) {
-    const int32_t group_end = std::min(num_seqs, (b / schedule::kPackGroup + 1) * schedule::kPackGroup);
-    if (is_short(b)) {  // a tile of whole short sequences, while they fit; their own entries empty
-      uint64_t starts = 0;
-      int32_t e = b;
-      while (e < group_end && is_short(e) && begin[e + 1] - begin[b] <= block_size) {
-        starts |= uint64_t{1} << (begin[e] - begin[b]);
-        ++e;
-      }
-      tiles.push_back({begin[b], begin[e] - begin[b], starts});
-      for (int32_t k = b + 1; k < e; ++k)
-        tiles.push_back({begin[k], 0});
-      if (seqs != nullptr)
-        for (int32_t k = b; k < e; ++k)
-          seqs->push_back({k, 0});
-      b = e;
+  // The blocks, then each run of short sequences (a sequence's only block,
+  // shorter than block_size) folded greedily into its first entry; the
+  // entries it took are left empty. An empty sequence (no entry) ends a run.
+  std::vector<schedule::BlockSeq> block_seqs;
+  std::vector<schedule::BlockDesc> tiles = block_schedule(offsets, total_tokens, block_size, &block_seqs);
+  auto is_short = [&](size_t i) {
+    return block_seqs[i].first_pos == 0 && schedule::is_packable(tiles[i].row_count, block_size);
+  };
+  for (size_t i = 0; i < tiles.size();) {
+    if (!is_short(i)) {
+      ++i;
       continue;
     }
-    for (int32_t row = begin[b]; row < begin[b + 1]; row += block_size) {
-      tiles.push_back({row, std::min(block_size, begin[b + 1] - row)});
-      if (seqs != nullptr) seqs->push_back({b, row - begin[b]});
+    const int32_t group = block_seqs[i].seq / schedule::kPackGroup;
+    int32_t rows = tiles[i].row_count;
+    size_t j = i + 1;
+    for (; j < tiles.size() && is_short(j) && block_seqs[j].seq == block_seqs[j - 1].seq + 1 &&
+           block_seqs[j].seq / schedule::kPackGroup == group && rows + tiles[j].row_count <= block_size;
+         ++j) {
+      tiles[i].segment_starts |= uint64_t{1} << rows;
+      rows += tiles[j].row_count;
+      tiles[j].row_count = 0;
     }
-    ++b;
+    tiles[i].row_count = rows;
+    i = j;
   }
+  if (seqs != nullptr) *seqs = std::move(block_seqs);
   return tiles;
 }
 

@@ -90,7 +90,6 @@ __global__ void __launch_bounds__(kThreads)
 // gets joins = true.
 struct GroupPacking {
   bool joins = false;
-  bool starts = false;
   int32_t rows = 0;
   uint64_t segment_starts = 0;
 };
@@ -110,10 +109,7 @@ __device__ GroupPacking pack_group(bool is_short, int32_t length, int32_t block_
       if (start == lane) mine.rows = fill;  // the tile this lane started is closed
       start = short_i ? i : -1;
       fill = short_i ? len_i : 0;
-      if (short_i && i == lane) {
-        mine.starts = true;
-        mine.segment_starts = 1;
-      }
+      if (short_i && i == lane) mine.segment_starts = 1;
     }
   }
   if (start == lane) mine.rows = fill;

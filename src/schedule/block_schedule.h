@@ -68,35 +68,47 @@ BA_HOST_DEVICE bool is_packable(int32_t length, int32_t block_size) {
   return block_size <= kMaxPackedBlockSize && length > 0 && length < block_size;
 }
 
+// Bit arithmetic on segment_starts, the same on host and device.
+BA_HOST_DEVICE int highest_bit(uint64_t x) {  // x != 0
+#if defined(__CUDA_ARCH__)
+  return 63 - __clzll(static_cast<long long>(x));
+#else
+  return 63 - __builtin_clzll(x);
+#endif
+}
+BA_HOST_DEVICE int lowest_bit(uint64_t x) {  // x != 0
+#if defined(__CUDA_ARCH__)
+  return __ffsll(static_cast<long long>(x)) - 1;
+#else
+  return __builtin_ctzll(x);
+#endif
+}
+BA_HOST_DEVICE int bit_count(uint64_t x) {
+#if defined(__CUDA_ARCH__)
+  return __popcll(x);
+#else
+  return __builtin_popcountll(x);
+#endif
+}
+// The segment starts at or before row `row` (< 64).
+BA_HOST_DEVICE uint64_t starts_up_to(uint64_t segment_starts, int row) {
+  return segment_starts & (~uint64_t{0} >> (63 - row));
+}
+
 // The segment of row `row` (< 64) of a packed tile: its first row, and how
 // many segments start before it.
 BA_HOST_DEVICE int32_t segment_first_row(uint64_t segment_starts, int row) {
-  const uint64_t at_or_below = segment_starts & (~uint64_t{0} >> (63 - row));
-#if defined(__CUDA_ARCH__)
-  return 63 - __clzll(static_cast<long long>(at_or_below));
-#else
-  return 63 - __builtin_clzll(at_or_below);
-#endif
+  return highest_bit(starts_up_to(segment_starts, row));
 }
 BA_HOST_DEVICE int32_t segment_index(uint64_t segment_starts, int row) {
-  const uint64_t at_or_below = segment_starts & (~uint64_t{0} >> (63 - row));
-#if defined(__CUDA_ARCH__)
-  return __popcll(at_or_below) - 1;
-#else
-  return __builtin_popcountll(at_or_below) - 1;
-#endif
+  return bit_count(starts_up_to(segment_starts, row)) - 1;
 }
 
 // One past the last row of that segment: the next segment's first row, or
 // row_count for the last one.
 BA_HOST_DEVICE int32_t segment_end_row(uint64_t segment_starts, int row, int32_t row_count) {
   const uint64_t above = row >= 63 ? 0 : segment_starts >> (row + 1);
-  if (above == 0) return row_count;
-#if defined(__CUDA_ARCH__)
-  return row + __ffsll(static_cast<long long>(above));
-#else
-  return row + 1 + __builtin_ctzll(above);
-#endif
+  return above == 0 ? row_count : row + 1 + lowest_bit(above);
 }
 
 // Upper bound on the number of blocks for any offsets content (S = block_size):
