@@ -47,6 +47,10 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm80     forward    128       128         bf16,fp16  none,rotary  auto"
   "sm80     backward   64        128         bf16,fp16  none,rotary  auto"
   "sm80     backward   128       128         bf16,fp16  none         auto"
+  # The sm90 backward shares each 128-token tile between its two consumer
+  # warpgroups (sm90/shared_tile_backward.cuh).
+  "sm90     backward   64        128         bf16,fp16  none         auto"
+  "sm90     backward   128       128         bf16,fp16  none         auto"
   # Every other multiple of 32 up to 256. Past 128 the backward computes dK
   # and dV in two column passes, and the rotary epilogue (whole rows) is not
   # built there.

@@ -23,6 +23,7 @@
 
 #include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
+#include "sm90/backward_products.cuh"
 #include "sm90/frame.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"
@@ -88,38 +89,6 @@ struct BackwardSmem {
   __device__ T* probs(int consumer) const { return reinterpret_cast<T*>(scratch + consumer * Cfg::kScratchBytes); }
   __device__ T* dscores(int consumer) const { return probs(consumer) + Cfg::kProbTileBytes / 2; }
 };
-
-// A-operand fragments of X^T for this warp's 16 key rows, k-step by k-step,
-// from a kRows x kKeys tile X [query][key] (ldmatrix.trans, as in the sm80
-// gemm_atb). All k-steps are loaded before any wgmma reads them: a register
-// must not change while an in-flight wgmma may still read it.
-template <typename T, int kRows, int kKeys>
-__device__ __forceinline__ tile::OperandA<kRows> transposed_rows(const T* x, int key0, int lane) {
-  using Layout = tile::SwizzledRows<kKeys>;
-  const uint32_t base = tile::smem_u32(x);
-  tile::OperandA<kRows> op;
-#pragma unroll
-  for (int kk = 0; kk < kRows / 16; ++kk)
-    tile::ldmatrix_x4_trans(
-        op.a[kk], tile::smem_addr<Layout>(base, kk * 16 + (lane % 8) + (lane / 16) * 8, key0 + ((lane / 8) % 2) * 8));
-  return op;
-}
-
-// D[warpgroup rows x D] = A (registers, kK = kRows) * B (MN-major tile), the
-// shape of dV = P^T dO and dK = dS^T Q; waits for the result.
-template <typename T, int D, int kRows>
-__device__ __forceinline__ void wgmma_rs_tile(tile::Accumulator<D>& d, tile::OperandA<kRows>& a, uint32_t b_addr) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < kRows / 16; ++kk)
-    wgmma_rs<T, D>(d.regs(), a.a[kk], mnmajor_desc(b_addr, kk, kRows), kk > 0);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(d.regs());
-#pragma unroll
-  for (int kk = 0; kk < kRows / 16; ++kk)
-    fence_registers(a.a[kk]);
-}
 
 template <typename T, int D, int B, typename Hooks>
 __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hooks, const BackwardSmem<T, D, B>& sm,
@@ -250,4 +219,19 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
 
 }  // namespace blockattn::sm90
 
-BLOCKATTN_KERNEL_OF(sm90, Backward, backward_kernel, BackwardConfig)
+#include "sm90/shared_tile_backward.cuh"
+
+// The kernel table's sm90 backward rows: at 64-token blocks a tile per
+// consumer warpgroup, at 128-token blocks one tile shared by both.
+namespace blockattn {
+template <typename T, int D, int B, core::Fusion F>
+struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> {
+  using Config = sm90::BackwardConfig<T, D, B>;
+  static constexpr auto kernel = sm90::backward_kernel<T, D, B, F>;
+};
+template <typename T, int D, core::Fusion F>
+struct KernelOf<sm90::Params, Operation::kBackward, T, D, 128, F> {
+  using Config = sm90::SharedTileBackwardConfig<T, D>;
+  static constexpr auto kernel = sm90::shared_tile_backward_kernel<T, D, F>;
+};
+}  // namespace blockattn

@@ -192,7 +192,7 @@ Accuracy compare(const std::vector<T>& got, const Layout& l, const std::vector<d
 
 // Lengths with every edge case, in random order, plus random ones.
 std::vector<int32_t> test_lengths(std::mt19937_64& rng) {
-  std::vector<int32_t> lengths = {0, 1, 31, 32, 33, 63, 64, 65, 127, 128, 2048};
+  std::vector<int32_t> lengths = {0, 1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 2048};
   std::uniform_int_distribution<int32_t> len(0, 300);
   for (int i = 0; i < 6; ++i)
     lengths.push_back(len(rng));
@@ -496,12 +496,15 @@ std::vector<int> built_head_dims() {
 }
 
 // The block sizes of the kernel table.
-std::vector<int> built_block_sizes() {
+// The block sizes built (for `head_dim` only, where given).
+std::vector<int> built_block_sizes(int head_dim = 0) {
   size_t n = 0;
   const KernelConfig* rows = supported_configs(&n);
   std::vector<int> sizes;
   for (size_t i = 0; i < n; ++i)
-    if (std::find(sizes.begin(), sizes.end(), rows[i].block_size) == sizes.end()) sizes.push_back(rows[i].block_size);
+    if ((head_dim == 0 || rows[i].head_dim == head_dim) &&
+        std::find(sizes.begin(), sizes.end(), rows[i].block_size) == sizes.end())
+      sizes.push_back(rows[i].block_size);
   std::sort(sizes.begin(), sizes.end());
   return sizes;
 }
@@ -562,14 +565,19 @@ std::vector<Config> all_configs() {
                        {d - 16, P::kHalfSplit, Pos::kTokenRow, false, false, false, false}});
   }
   // Other block sizes the table has (on the paths that have them): plain,
-  // GQA with padded rows and unowned edges, and rotary.
-  for (int b : built_block_sizes())
-    for (int d : built_head_dims()) {
+  // GQA with padded rows and unowned edges, and rotary; and with one KV head
+  // per query head (what the sm90 backward takes) fp16 with padded rows and
+  // unowned edges, head-major with a custom scale, and malformed offsets.
+  for (int d : built_head_dims())
+    for (int b : built_block_sizes(d)) {
       if (b == kDefaultBlockSize) continue;
       Config plain{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
       Config gqa{DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
       Config rope{DType::kBF16, d, 4, 2, LayoutKind::kPacked, OffsetsKind::kValid, 0.f, {d, P::kHalfSplit}};
-      for (Config c : {plain, gqa, rope}) {
+      Config padded{DType::kFP16, d, 3, 3, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
+      Config scaled{DType::kBF16, d, 2, 2, LayoutKind::kHeadMajor, OffsetsKind::kValid, 0.3f};
+      Config malformed{DType::kFP16, d, 2, 2, LayoutKind::kPacked, OffsetsKind::kMalformed};
+      for (Config c : {plain, gqa, rope, padded, scaled, malformed}) {
         c.block_size = b;
         configs.push_back(c);
       }
@@ -666,6 +674,8 @@ Config fuzz_config(std::mt19937_64& rng) {
   Config c{};
   c.dtype = pick(2) ? DType::kBF16 : DType::kFP16;
   c.head_dim = dims[pick(static_cast<int>(dims.size()))];
+  const std::vector<int> sizes = built_block_sizes(c.head_dim);
+  c.block_size = sizes[pick(static_cast<int>(sizes.size()))];
   c.hkv = 1 + pick(3);
   c.hq = c.hkv * (1 << pick(3));  // group 1, 2 or 4
   c.layout = static_cast<LayoutKind>(pick(3));

@@ -1,0 +1,212 @@
+// sm90 backward for 128-token blocks: both consumer warpgroups share each
+// tile (one 128-token block of one head), in tensor_ring.cuh's frame.
+//
+// A 128 x 128 tile's S and dP would take one warpgroup 128 fp32 registers
+// per thread each, so the two consumers split it. Consumer c owns
+//   query rows [64c, 64c + 64):  S = Q_c K^T, dP = dO_c V^T (m64n128 wgmma),
+//                                the softmax of those rows, P and dS rows to
+//                                shared memory, dQ_c = scale dS_c K;
+//   key rows [64c, 64c + 64):    dV_c = P[:, c]^T dO, dK_c = scale dS[:, c]^T Q
+//                                (A = the key half of P^T / dS^T, read
+//                                transposed from both consumers' rows).
+// Within a consumer, warp w owns rows 64c + 16w .. + 16 of both kinds, so
+// every row of the P and dS tiles is written, staged and stored by one warp.
+//
+// Tensors arrive one per ring slot in release order: V (free once S and dP
+// are done), K (after dQ), dO (after dV), Q (after dK). The outputs leave
+// through the P and dS tiles once every warp holds its transposed operands
+// in registers: dQ and dK staged in P's, dV in dS's. Stores skip rows past
+// the block end.
+#pragma once
+
+#include "common/opaque.cuh"
+#include "sm90/backward_products.cuh"
+#include "sm90/loader.cuh"
+#include "sm90/params.h"
+#include "sm90/tensor_ring.cuh"
+#include "sm90/wgmma.cuh"
+#include "tile/hooks.cuh"
+#include "tile/row_io.cuh"
+#include "tile/softmax.cuh"
+#include "tile/tile_coords.cuh"
+
+namespace blockattn::sm90 {
+
+template <typename T, int D>
+struct SharedTileBackwardConfig {
+  static_assert(D % 64 == 0 && D <= 128,
+                "whole 64-column chunks, and outputs of at most 128 columns (they are staged in the 128 x 128 P tile)");
+  static constexpr int kRows = 128;  // query rows = key rows of a tile, and the TMA box rows
+  static constexpr int kConsumers = 2;
+  static constexpr int kOwnRows = kRows / kConsumers;  // query rows and key rows of one consumer
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kConsumerThreads = 128 * kConsumers;
+  using Layout = tile::Chunked<kRows>;
+  static constexpr int kChunks = D / tile::kChunkCols;
+  static constexpr int kChunkBytes = Layout::kChunkBytes;
+  static constexpr int kTensors = 4;  // V, K, dO, Q (SharedTileTensor)
+  static constexpr int kSlotBytes = kChunks * kChunkBytes;
+  static constexpr int kProbTileBytes = kRows * kRows * 2;  // P or dS
+  static constexpr int kScratchBytes = 2 * kProbTileBytes;
+  // Every slot that fits beside the scratch in the 227 KB a CTA may have:
+  // 5 at D = 128 (one tensor of the next tile loads while a tile starts),
+  // 10 at D = 64.
+  static constexpr int kSmemLimit = 227 * 1024, kBarrierRoom = 256;
+  static constexpr int kSlots = (kSmemLimit - 1024 - kScratchBytes - kBarrierRoom) / kSlotBytes;
+  static_assert(kSlots > kTensors, "a tile's tensors and at least one of the next tile's");
+  static constexpr int kSmemBytes =
+      1024 /* alignment slack */ + kSlots * kSlotBytes + kScratchBytes + 2 * kSlots * static_cast<int>(sizeof(Barrier));
+  static_assert(2 * kSlots * sizeof(Barrier) <= kBarrierRoom);
+  // 128 x 40 + 256 x 232 <= 64K: S and dP alone are 128 registers.
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+};
+
+// A tile's tensors in load (= release) order.
+enum SharedTileTensor : int { kTensorV = 0, kTensorK = 1, kTensorDout = 2, kTensorQ = 3 };
+
+template <typename T, int D>
+struct SharedTileBackwardSmem {
+  using Cfg = SharedTileBackwardConfig<T, D>;
+  using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
+  Ring ring;
+  T* probs;    // P [query][key], then the dQ and dK staging
+  T* dscores;  // dS [query][key], then the dV staging
+
+  __device__ explicit SharedTileBackwardSmem(unsigned char* raw) {
+    ring.base = tile::align_shared_1024(raw);
+    unsigned char* scratch = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
+    probs = reinterpret_cast<T*>(scratch);
+    dscores = reinterpret_cast<T*>(scratch + Cfg::kProbTileBytes);
+    ring.full = reinterpret_cast<Barrier*>(scratch + Cfg::kScratchBytes);
+    ring.empty = ring.full + Cfg::kSlots;
+  }
+};
+
+// The named barrier of the two consumer warpgroups (0 is __syncthreads).
+constexpr uint32_t kConsumersBarrier = 1;
+
+template <typename T, int D, typename Hooks, typename Tensors>
+__device__ __forceinline__ void shared_backward_tile(const Params& p, const Hooks& hooks,
+                                                     const SharedTileBackwardSmem<T, D>& sm, const tile::TileCoords& t,
+                                                     const Tensors& in, int consumer) {
+  using Cfg = SharedTileBackwardConfig<T, D>;
+  using Layout = typename Cfg::Layout;
+  using ProbLayout = tile::SwizzledRows<Cfg::kRows>;
+  constexpr int kRows = Cfg::kRows;
+  const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
+  // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
+  // offsets derived from the thread's position would spill.
+  const int consumer_tid = opaque(static_cast<int>(threadIdx.x)) - 128;  // over both consumers
+  const int lane = consumer_tid % 32;
+  const int row0 = consumer_tid / 32 * 16;  // = 64 consumer + 16 warp: its query rows and its key rows
+  const int valid = t.block.row_count;
+  T* const q = in.template data<T>(kTensorQ);
+  T* const k = in.template data<T>(kTensorK);
+  T* const v = in.template data<T>(kTensorV);
+  T* const dout = in.template data<T>(kTensorDout);
+  const uint32_t q_addr = tile::smem_u32(q), k_addr = tile::smem_u32(k);
+  const uint32_t v_addr = tile::smem_u32(v), dout_addr = tile::smem_u32(dout);
+  // This consumer's query rows of Q and dO: 64 rows of 128 bytes further into
+  // each chunk, a multiple of the swizzle's 1024-byte period.
+  const uint32_t own_rows = consumer * Cfg::kOwnRows * tile::kChunkRowBytes;
+
+  for (int n = 0; n < Cfg::kTensors; ++n)
+    in.wait(n);
+  if (valid < kRows) {  // every product must see zeros past the block end
+    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(q, valid, consumer_tid);
+    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(k, valid, consumer_tid);
+    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(v, valid, consumer_tid);
+    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(dout, valid, consumer_tid);
+  }
+  hooks.template prologue<Layout, kRows, D, Cfg::kConsumerThreads>(t, consumer_tid, q, k, v);
+  if (valid < kRows || Hooks::kModifiesOperands) {
+    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+  }
+
+  // S = Q_c K^T and dP = dO_c V^T.
+  tile::Accumulator<kRows> s, ds;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, kRows>(s.regs(), kmajor_desc(q_addr + own_rows, kk, kRows), kmajor_desc(k_addr, kk, kRows), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, kRows>(ds.regs(), kmajor_desc(dout_addr + own_rows, kk, kRows), kmajor_desc(v_addr, kk, kRows),
+                       kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s.regs());
+  fence_registers(ds.regs());
+  in.release(kTensorV, lane);
+
+  // P (normalized; rows past the block end zeroed) and dS, in place, then to
+  // shared memory for the other consumer's key half.
+  float row_sum[2];
+  tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
+  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
+  tile::stage_rows<ProbLayout, T>(s, one, sm.probs, row0, 0, lane);
+  tile::stage_rows<ProbLayout, T>(ds, one, sm.dscores, row0, 0, lane);
+  tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
+  named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);  // P and dS of all 128 rows are in place
+  tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows>(sm.probs, row0, lane);
+  tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows>(sm.dscores, row0, lane);
+  // Every warp holds its P^T and dS^T rows: the P and dS tiles may take the
+  // staged outputs (no warp reads another's rows of them any more).
+  named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+
+  // dQ_c = scale dS_c K.
+  {
+    tile::Accumulator<D> dq;
+    wgmma_rs_tile<T, D, kRows>(dq, ds_rows, k_addr);
+    in.release(kTensorK, lane);
+    hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane);
+    tile::write_rows<Layout, T, D>(dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head),
+                                   p.dq.token_stride, valid, lane);
+  }
+  // dV_c = P[:, c]^T dO.
+  {
+    tile::Accumulator<D> dv;
+    wgmma_rs_tile<T, D, kRows>(dv, p_keys, dout_addr);
+    in.release(kTensorDout, lane);
+    hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
+    tile::write_rows<Layout, T, D>(dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
+                                   p.dv.token_stride, valid, lane);
+  }
+  // dK_c = scale dS[:, c]^T Q.
+  {
+    tile::Accumulator<D> dk;
+    wgmma_rs_tile<T, D, kRows>(dk, ds_keys, q_addr);
+    in.release(kTensorQ, lane);
+    hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
+    __syncwarp();  // every lane's dQ stores have read the staged rows dK overwrites
+    tile::write_rows<Layout, T, D>(dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
+                                   p.dk.token_stride, valid, lane);
+  }
+  __syncwarp();  // every lane's dK and dV stores have read its rows before the next tile's P and dS land there
+}
+
+template <typename T, int D, core::Fusion F>
+__global__ void __launch_bounds__(SharedTileBackwardConfig<T, D>::kThreads, 1)
+    shared_tile_backward_kernel(const __grid_constant__ Params p) {
+  using Cfg = SharedTileBackwardConfig<T, D>;
+  extern __shared__ unsigned char smem_raw[];
+  const SharedTileBackwardSmem<T, D> sm(smem_raw);
+  const tile::Hooks<F> hooks(p.attn);
+  const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
+  auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
+  run_tensor_ring<Cfg>(
+      sm.ring, num_tiles, coords_of,
+      [&](const tile::TileCoords& t, int n, unsigned char* slot, Barrier& full) {
+        const TmaTile tiles[1] = {n == kTensorV   ? TmaTile{&p.v_map, t.kv_head, slot}
+                                  : n == kTensorK ? TmaTile{&p.k_map, t.kv_head, slot}
+                                  : n == kTensorDout ? TmaTile{&p.dout_map, t.q_head, slot}
+                                                     : TmaTile{&p.q_map, t.q_head, slot}};
+        load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
+      },
+      [&](const tile::TileCoords& t, const auto& tensors, int consumer) {
+        shared_backward_tile<T, D>(p, hooks, sm, t, tensors, consumer);
+      });
+}
+
+}  // namespace blockattn::sm90

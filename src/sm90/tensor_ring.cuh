@@ -1,0 +1,101 @@
+// The frame of kernels whose tiles are shared by all consumer warpgroups (the
+// backward at 128-token blocks, shared_tile_backward.cuh): a persistent,
+// warp-specialized CTA whose producer streams each tile's tensors one by one
+// through a ring of single-tensor slots, and whose consumers all work on
+// every tile together, each warp releasing a tensor as soon as no product of
+// its warpgroup reads it any more.
+//
+// Why not frame.cuh's ring of whole tiles: a 128-row tile of Q, K, V and dO
+// is 128 KB at D = 128, so beside the 64 KB of P and dS only one would fit
+// and nothing could load while a tile computes. With one tensor per slot the
+// next tile's tensors land in the slots the current tile has released
+// (V once S and dP are done, K once dQ is, ...).
+//
+// Tensor j of the CTA's stream (the n-th of its i-th tile: j = kTensors i + n)
+// lives in slot j % kSlots. The producer loads a tile's tensors in the order
+// the tile releases them, so the ring stays first-in, first-out: a slot is
+// reused after the tensor released earliest, never one held to the end.
+// Every consumer waits for every tensor in stream order, which keeps each
+// full barrier within one phase of the tensor waited for (no parity aliasing,
+// unlike the shared stages of frame.cuh's consume_tiles).
+#pragma once
+
+#include "sm90/frame.cuh"
+
+namespace blockattn::sm90 {
+
+template <int kSlots, int kSlotBytes>
+struct TensorRing {
+  static constexpr int kSlotCount = kSlots;
+  unsigned char* base;  // kSlots slots of kSlotBytes, 1024-byte aligned
+  Barrier* full;        // producer -> consumers: the slot's tensor has landed
+  Barrier* empty;       // consumers -> producer: every consumer warp is done with it
+
+  __device__ unsigned char* data(int j) const { return base + RingSlot<kSlots>::of(j).stage * kSlotBytes; }
+};
+
+// One tile's view of the ring: its tensors n = 0 .. kTensors - 1, tensor
+// `first` + n of the stream.
+template <typename Ring>
+struct TileTensors {
+  const Ring& ring;
+  int first;
+
+  template <typename T>
+  __device__ T* data(int n) const {
+    return reinterpret_cast<T*>(ring.data(first + n));
+  }
+  __device__ void wait(int n) const {
+    const auto slot = RingSlot<Ring::kSlotCount>::of(first + n);
+    ring.full[slot.stage].wait(slot.full_parity());
+  }
+  // A warp hands tensor n back (frame.cuh's release_stage: its generic writes
+  // to the slot, the zeroed tail rows, come before the next TMA write).
+  __device__ void release(int n, int lane) const {
+    release_stage(ring.empty[RingSlot<Ring::kSlotCount>::of(first + n).stage], lane);
+  }
+};
+
+// The whole frame for `num_tiles` tiles (tile = blockIdx.x + i * gridDim.x):
+// the producer runs load(coords, n, slot, full_barrier) for tensor n of each
+// tile, every consumer warpgroup c runs op(coords, TileTensors, c) on every
+// tile. Empty entries of the tiles table (a sequence packed into an earlier
+// tile) take no slots, on both sides alike.
+template <typename Cfg, typename Ring, typename CoordsOf, typename Load, typename TileOp>
+__device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles, CoordsOf&& coords_of, Load&& load,
+                                                TileOp&& op) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kSlots; ++s) {
+      ring.full[s].init(1);
+      ring.empty[s].init(4 * Cfg::kConsumers);  // every warp of every consumer reads every tensor
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  split_roles<Cfg>(
+      [&] {
+        int j = 0;
+        for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+          const auto coords = coords_of(tile);
+          if (coords.block.row_count == 0) continue;
+#pragma unroll 1
+          for (int n = 0; n < Cfg::kTensors; ++n, ++j) {
+            const auto slot = RingSlot<Cfg::kSlots>::of(j);
+            ring.empty[slot.stage].wait(slot.empty_parity());
+            ring.full[slot.stage].arrive_expect_tx(Cfg::kSlotBytes);  // rows past T are zero-filled but still counted
+            load(coords, n, ring.base + slot.stage * Cfg::kSlotBytes, ring.full[slot.stage]);
+          }
+        }
+      },
+      [&](int consumer) {
+        int first = 0;
+        for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+          const auto coords = coords_of(tile);
+          if (coords.block.row_count == 0) continue;
+          op(coords, TileTensors<Ring>{ring, first}, consumer);
+          first += Cfg::kTensors;
+        }
+      });
+}
+
+}  // namespace blockattn::sm90
