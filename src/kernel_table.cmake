@@ -33,6 +33,9 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     backward   32        64          bf16,fp16  rotary       manual"  # sm80 faster with rotary: 8.88 vs 15.36 ms
   "sm90     backward   96        64          bf16,fp16  none,rotary  manual"  # sm80 faster: 84.9% vs 65.5%
   "sm90     backward   192       64          bf16,fp16  none         auto"    # 86.1-86.9% of copy vs sm80's 76.8-77.3% (two 96 KB stages)
+  # Both consumers share a tile, by output columns (sm90/column_split_backward.cuh).
+  "sm90     backward   224       64          bf16,fp16  none         auto"
+  "sm90     backward   256       64          bf16,fp16  none         auto"
   "sm80     forward    64        64          bf16,fp16  none,rotary  auto"
   "sm80     forward    128       64          bf16,fp16  none,rotary  auto"
   "sm80     backward   64        64          bf16,fp16  none,rotary  auto"
@@ -49,8 +52,8 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm80     backward   128       128         bf16,fp16  none         auto"
   # The sm90 backward shares each 128-token tile between its two consumer
   # warpgroups (sm90/shared_tile_backward.cuh).
-  "sm90     backward   64        128         bf16,fp16  none         auto"
-  "sm90     backward   128       128         bf16,fp16  none         auto"
+  "sm90     backward   64        128         bf16,fp16  none,rotary  auto"
+  "sm90     backward   128       128         bf16,fp16  none,rotary  auto"
   # Every other multiple of 32 up to 256. Past 128 the backward computes dK
   # and dV in two column passes, and the rotary epilogue (whole rows) is not
   # built there.

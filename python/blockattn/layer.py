@@ -66,7 +66,7 @@ def jagged_self_attention(
     scale = ops._resolve_scale(scale, q.shape[2])
     rot = ops._check_rotary(rotary, q, offsets)  # (cos, sin, seq_start, flags)
     needs_grad = torch.is_grad_enabled() and z.requires_grad
-    ops._check_rotary_backward(needs_grad and rotary is not None, q, block_size)
+    ops._check_rotary_backward(needs_grad and rotary is not None, q, block_size, num_kv_heads)
     heads = (num_q_heads, num_kv_heads)
     if ops._plain_eager():
         if needs_grad:

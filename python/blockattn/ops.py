@@ -33,11 +33,15 @@ _BLOCK_SIZES = {
     key: tuple(sorted({c.block_size for c in _lib.CONFIGS if (c.dtype, c.head_dim) == key}))
     for key in {(c.dtype, c.head_dim) for c in _lib.CONFIGS}
 }
-# (dtype code, head dim, block size) with a rotary backward kernel: past
-# D = 128 the table builds the rotary forward only.
-_ROTARY_BACKWARD = {
-    (c.dtype, c.head_dim, c.block_size) for c in _lib.CONFIGS if _lib.OPERATION_NAMES[c.operation] == "backward" and c.rotary
-}
+# (dtype code, head dim, block size) with a rotary backward kernel -> whether
+# one of them takes grouped-query heads (past D = 128 the table builds the
+# rotary forward only; at block size 128, D = 128 only the sm_90 backward has
+# rotary, and it needs num_q_heads == num_kv_heads).
+_ROTARY_BACKWARD: dict = {}
+for _c in _lib.CONFIGS:
+    if _lib.OPERATION_NAMES[_c.operation] == "backward" and _c.rotary:
+        _key = (_c.dtype, _c.head_dim, _c.block_size)
+        _ROTARY_BACKWARD[_key] = _ROTARY_BACKWARD.get(_key, False) or _lib.BACKEND_NAMES[_c.backend] != "hopper"
 _INT32_MAX = 2**31 - 1
 # The library takes the scale as a C float; outside this range it would round
 # to 0 (which the C ABI reads as "use the default") or to infinity.
@@ -134,7 +138,7 @@ def block_attention(
     scale = _resolve_scale(scale, q.shape[2])
     cos, sin, seq_start, flags = _check_rotary(rotary, q, offsets)
     needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    _check_rotary_backward(needs_grad and cos is not None, q, block_size)
+    _check_rotary_backward(needs_grad and cos is not None, q, block_size, k.shape[1])
     if _plain_eager():
         if needs_grad:
             return _BlockAttention.apply(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)
@@ -142,13 +146,22 @@ def block_attention(
     return torch.ops.blockattn.block_attention_fwd(q, k, v, offsets, scale, cos, sin, seq_start, flags, block_size)
 
 
-def _check_rotary_backward(needed: bool, q, block_size) -> None:
+def _check_rotary_backward(needed: bool, q, block_size, num_kv_heads: int) -> None:
     """ValueError at the call, not in the backward, when gradients of a
     rotary call are needed and the table has no rotary backward for it."""
-    if needed and (_DTYPE_CODES[q.dtype], q.shape[2], block_size) not in _ROTARY_BACKWARD:
+    if not needed:
+        return
+    key = (_DTYPE_CODES[q.dtype], q.shape[2], block_size)
+    if key not in _ROTARY_BACKWARD:
         raise ValueError(
             f"block_attention: rotary has no backward kernel at head_dim {q.shape[2]}, block_size {block_size} "
             f"in this build (forward only: call it without gradients, or see supported_configs())"
+        )
+    if q.shape[1] != num_kv_heads and not _ROTARY_BACKWARD[key]:
+        raise ValueError(
+            f"block_attention: the rotary backward at head_dim {q.shape[2]}, block_size {block_size} is the sm_90 "
+            f"kernel, which needs as many KV heads as query heads (got {q.shape[1]} and {num_kv_heads}); call it "
+            f"without gradients, or see supported_configs()"
         )
 
 

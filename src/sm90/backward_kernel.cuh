@@ -219,16 +219,28 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
 
 }  // namespace blockattn::sm90
 
+#include "sm90/column_split_backward.cuh"
 #include "sm90/shared_tile_backward.cuh"
 
 // The kernel table's sm90 backward rows: at 64-token blocks a tile per
-// consumer warpgroup, at 128-token blocks one tile shared by both.
+// consumer warpgroup, except for the widest heads, whose tiles both consumers
+// share by output columns; at 128-token blocks one tile shared by both, by
+// rows.
 namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> {
   using Config = sm90::BackwardConfig<T, D, B>;
   static constexpr auto kernel = sm90::backward_kernel<T, D, B, F>;
 };
+#define BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(D)                         \
+  template <typename T, core::Fusion F>                                 \
+  struct KernelOf<sm90::Params, Operation::kBackward, T, D, 64, F> {    \
+    using Config = sm90::ColumnSplitBackwardConfig<T, D>;               \
+    static constexpr auto kernel = sm90::column_split_backward_kernel<T, D, F>; \
+  };
+BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(224)
+BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(256)
+#undef BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD
 template <typename T, int D, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kBackward, T, D, 128, F> {
   using Config = sm90::SharedTileBackwardConfig<T, D>;

@@ -21,9 +21,7 @@
 
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
-#include "sm90/loader.cuh"
-#include "sm90/params.h"
-#include "sm90/tensor_ring.cuh"
+#include "sm90/backward_tensors.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -44,7 +42,7 @@ struct SharedTileBackwardConfig {
   using Layout = tile::Chunked<kRows>;
   static constexpr int kChunks = D / tile::kChunkCols;
   static constexpr int kChunkBytes = Layout::kChunkBytes;
-  static constexpr int kTensors = 4;  // V, K, dO, Q (SharedTileTensor)
+  static constexpr int kTensors = kBackwardTensors;
   static constexpr int kSlotBytes = kChunks * kChunkBytes;
   static constexpr int kProbTileBytes = kRows * kRows * 2;  // P or dS
   static constexpr int kScratchBytes = 2 * kProbTileBytes;
@@ -60,9 +58,6 @@ struct SharedTileBackwardConfig {
   // 128 x 40 + 256 x 232 <= 64K: S and dP alone are 128 registers.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
-
-// A tile's tensors in load (= release) order.
-enum SharedTileTensor : int { kTensorV = 0, kTensorK = 1, kTensorDout = 2, kTensorQ = 3 };
 
 template <typename T, int D>
 struct SharedTileBackwardSmem {
@@ -81,9 +76,6 @@ struct SharedTileBackwardSmem {
     ring.empty = ring.full + Cfg::kSlots;
   }
 };
-
-// The named barrier of the two consumer warpgroups (0 is __syncthreads).
-constexpr uint32_t kConsumersBarrier = 1;
 
 template <typename T, int D, typename Hooks, typename Tensors>
 __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hooks& hooks,
@@ -110,19 +102,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // each chunk, a multiple of the swizzle's 1024-byte period.
   const uint32_t own_rows = consumer * Cfg::kOwnRows * tile::kChunkRowBytes;
 
-  for (int n = 0; n < Cfg::kTensors; ++n)
-    in.wait(n);
-  if (valid < kRows) {  // every product must see zeros past the block end
-    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(q, valid, consumer_tid);
-    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(k, valid, consumer_tid);
-    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(v, valid, consumer_tid);
-    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(dout, valid, consumer_tid);
-  }
-  hooks.template prologue<Layout, kRows, D, Cfg::kConsumerThreads>(t, consumer_tid, q, k, v);
-  if (valid < kRows || Hooks::kModifiesOperands) {
-    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
-    named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
-  }
+  begin_backward_tile<Layout, kRows, D, Cfg::kConsumerThreads, T>(hooks, t, in, consumer_tid);
 
   // S = Q_c K^T and dP = dO_c V^T.
   tile::Accumulator<kRows> s, ds;
@@ -193,20 +173,9 @@ __global__ void __launch_bounds__(SharedTileBackwardConfig<T, D>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const SharedTileBackwardSmem<T, D> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
-  const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
-  auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
-  run_tensor_ring<Cfg>(
-      sm.ring, num_tiles, coords_of,
-      [&](const tile::TileCoords& t, int n, unsigned char* slot, Barrier& full) {
-        const TmaTile tiles[1] = {n == kTensorV   ? TmaTile{&p.v_map, t.kv_head, slot}
-                                  : n == kTensorK ? TmaTile{&p.k_map, t.kv_head, slot}
-                                  : n == kTensorDout ? TmaTile{&p.dout_map, t.q_head, slot}
-                                                     : TmaTile{&p.q_map, t.q_head, slot}};
-        load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
-      },
-      [&](const tile::TileCoords& t, const auto& tensors, int consumer) {
-        shared_backward_tile<T, D>(p, hooks, sm, t, tensors, consumer);
-      });
+  run_backward_tensor_ring<Cfg>(p, sm.ring, [&](const tile::TileCoords& t, const auto& tensors, int consumer) {
+    shared_backward_tile<T, D>(p, hooks, sm, t, tensors, consumer);
+  });
 }
 
 }  // namespace blockattn::sm90

@@ -567,7 +567,8 @@ std::vector<Config> all_configs() {
   // Other block sizes the table has (on the paths that have them): plain,
   // GQA with padded rows and unowned edges, and rotary; and with one KV head
   // per query head (what the sm90 backward takes) fp16 with padded rows and
-  // unowned edges, head-major with a custom scale, and malformed offsets.
+  // unowned edges, head-major with a custom scale, malformed offsets, and
+  // rotary of q, k and v.
   for (int d : built_head_dims())
     for (int b : built_block_sizes(d)) {
       if (b == kDefaultBlockSize) continue;
@@ -577,7 +578,9 @@ std::vector<Config> all_configs() {
       Config padded{DType::kFP16, d, 3, 3, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
       Config scaled{DType::kBF16, d, 2, 2, LayoutKind::kHeadMajor, OffsetsKind::kValid, 0.3f};
       Config malformed{DType::kFP16, d, 2, 2, LayoutKind::kPacked, OffsetsKind::kMalformed};
-      for (Config c : {plain, gqa, rope, padded, scaled, malformed}) {
+      Config rope_qkv{DType::kFP16,         d,   3, 3, LayoutKind::kPadded, OffsetsKind::kUnownedEdges, 0.f,
+                      {d / 2 + 2, P::kInterleaved, Pos::kInSequence, true, true, true, false}};
+      for (Config c : {plain, gqa, rope, padded, scaled, malformed, rope_qkv}) {
         c.block_size = b;
         configs.push_back(c);
       }

@@ -727,3 +727,36 @@ def test_unbuilt_block_size_is_refused(block_size):
     q, k, v, offsets = make_batch([5, 70], 2, 2, 64)
     with pytest.raises(ValueError, match="block_size must be one of the built sizes"):
         block_attention(q, k, v, offsets, block_size=block_size)
+
+
+@pytest.mark.skipif(128 not in OTHER_BLOCK_SIZES, reason="this build has no 128-token blocks")
+def test_rotary_at_block_size_128():
+    # At D = 128 the only rotary backward for 128-token blocks is the sm_90
+    # kernel: with as many KV heads as query heads it matches fp64; with
+    # grouped-query heads the call is refused up front, naming why.
+    key = (ops._DTYPE_CODES[torch.bfloat16], 128, 128)
+    if key not in ops._ROTARY_BACKWARD:
+        pytest.skip("no rotary backward at D = 128, block size 128 in this build")
+    from blockattn.reference import rotary_reference
+
+    rotary = make_rotary(128, "sequence", rotate_v=True)
+
+    def reference(q, k, v, offsets, dtype=None):
+        qr, kr, vr = (rotary_reference(x, offsets, rotary, compute_dtype=dtype) for x in (q, k, v))
+        return block_attention_reference(qr, kr, vr, offsets, compute_dtype=dtype, block_size=128)
+
+    q, k, v, offsets = make_batch(EDGE_LENGTHS + [129, 255], 4, 4, 128)
+    dout = torch.randn(q.shape, dtype=q.dtype, device="cuda")
+    ours = forward_backward(block_attention, q, k, v, offsets, dout, rotary=rotary, block_size=128)
+    eager = forward_backward(reference, q, k, v, offsets, dout)
+    exact = forward_backward(lambda *a: reference(*a, torch.float64), q.double(), k.double(), v.double(), offsets,
+                             dout.double())  # fmt: skip
+    for name, got, same_precision, want in zip(RESULT_NAMES, ours, eager, exact):
+        err, eager_err = rel_l2(got, want), rel_l2(same_precision, want)
+        print(f"rotary block 128 {name}: rel-L2 vs fp64: blockattn {err:.3e}, eager {eager_err:.3e}")
+        assert math.isfinite(err) and err <= ERROR_RATIO * eager_err, (name, err, eager_err)
+    if ops._ROTARY_BACKWARD[key]:
+        return  # a kernel here takes grouped-query heads too
+    q, k, v, offsets = make_batch([70, 130], 4, 2, 128)
+    with pytest.raises(ValueError, match="needs as many KV heads as query heads"):
+        block_attention(q.requires_grad_(), k, v, offsets, rotary=rotary, block_size=128)

@@ -1,0 +1,71 @@
+// What the backward kernels in tensor_ring.cuh's frame share: a tile's four
+// tensors in load (= release) order, their loader, and the start of every
+// tile (wait, zero the rows past the block end, run the prologue hook).
+#pragma once
+
+#include "sm90/loader.cuh"
+#include "sm90/params.h"
+#include "sm90/tensor_ring.cuh"
+#include "tile/row_io.cuh"
+#include "tile/tile_coords.cuh"
+
+namespace blockattn::sm90 {
+
+// V is free once S and dP are done, K once dQ is, dO once dV is, Q once dK is.
+enum BackwardTensor : int { kTensorV = 0, kTensorK = 1, kTensorDout = 2, kTensorQ = 3, kBackwardTensors = 4 };
+
+// The named barrier of the two consumer warpgroups (0 is __syncthreads).
+constexpr uint32_t kConsumersBarrier = 1;
+
+// The producer's part: tensor n of tile t into `slot` (kChunks 64-column
+// chunks of kChunkBytes), completing on `full`.
+template <int kChunks, int kChunkBytes>
+__device__ __forceinline__ void load_backward_tensor(const Params& p, const tile::TileCoords& t, int n, void* slot,
+                                                     Barrier& full) {
+  const TmaTile tiles[1] = {n == kTensorV      ? TmaTile{&p.v_map, t.kv_head, slot}
+                            : n == kTensorK    ? TmaTile{&p.k_map, t.kv_head, slot}
+                            : n == kTensorDout ? TmaTile{&p.dout_map, t.q_head, slot}
+                                               : TmaTile{&p.q_map, t.q_head, slot}};
+  load_block_tiles<kChunks, kChunkBytes>(tiles, t.block.row_begin, full);
+}
+
+// The consumers' first step on a tile, all kThreads of them (`tid` in
+// [0, kThreads)): wait for the four tensors, zero their rows past the block
+// end (every product must see zeros there), run the prologue hook, and order
+// those generic writes before the products (async proxy) read them.
+template <typename Layout, int kRows, int kCols, int kThreads, typename T, typename Hooks, typename Tensors>
+__device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const tile::TileCoords& t, const Tensors& in,
+                                                    int tid) {
+  for (int n = 0; n < kBackwardTensors; ++n)
+    in.wait(n);
+  const int valid = t.block.row_count;
+  T* const q = in.template data<T>(kTensorQ);
+  T* const k = in.template data<T>(kTensorK);
+  T* const v = in.template data<T>(kTensorV);
+  if (valid < kRows) {
+    tile::zero_rows_from<Layout, kRows, kCols, kThreads>(q, valid, tid);
+    tile::zero_rows_from<Layout, kRows, kCols, kThreads>(k, valid, tid);
+    tile::zero_rows_from<Layout, kRows, kCols, kThreads>(v, valid, tid);
+    tile::zero_rows_from<Layout, kRows, kCols, kThreads>(in.template data<T>(kTensorDout), valid, tid);
+  }
+  hooks.template prologue<Layout, kRows, kCols, kThreads>(t, tid, q, k, v);
+  if (valid < kRows || Hooks::kModifiesOperands) {
+    fence_async_shared();
+    named_barrier_sync(kConsumersBarrier, kThreads);
+  }
+}
+
+// A whole kernel body: the tensor ring frame over the (block, head) tiles
+// (Hq == Hkv), the loader above, and op(coords, tensors, consumer).
+template <typename Cfg, typename Ring, typename TileOp>
+__device__ __forceinline__ void run_backward_tensor_ring(const Params& p, const Ring& ring, TileOp&& op) {
+  const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
+  run_tensor_ring<Cfg>(
+      ring, num_tiles, [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); },
+      [&](const tile::TileCoords& t, int n, unsigned char* slot, Barrier& full) {
+        load_backward_tensor<Cfg::kChunks, Cfg::kChunkBytes>(p, t, n, slot, full);
+      },
+      op);
+}
+
+}  // namespace blockattn::sm90

@@ -1,0 +1,199 @@
+// sm90 backward for wide heads (D = 160 to 256) at 64-token blocks: both
+// consumer warpgroups share each tile, split by output columns, in
+// tensor_ring.cuh's frame.
+//
+// Here a tile's Q, K, V, dO are 24-32 KB each: frame.cuh's whole-tile stages
+// fit twice at most (at D = 224 and 256 once, hence the portable kernel's
+// load-then-compute rhythm there, 47-57% of copy). Streamed one tensor per
+// slot, 6-8 slots hold a tile and half to all of the next one. The products
+// are cheap next to the bytes (~2 us of wgmma per ~10 us of memory per SM at
+// D = 256), so the split favours short code over work saved:
+//   both consumers:  S = Q K^T, dP = dO V^T and the softmax, for all 64 rows
+//                    (computed twice rather than exchanged through shared
+//                    memory); consumer 0 stages P, consumer 1 stages dS;
+//   consumer 0:      columns [0, 128) of dQ = scale dS K, dV = P^T dO and
+//                    dK = scale dS^T Q (m64n128 each, from the same A
+//                    operands); consumer 1 the rest (64 or 128 columns).
+// Warp w of either consumer owns rows 16w .. + 16 (of queries and of keys).
+//
+// Shared scratch is one 64-row staging tile (tile::Chunked<64>): each
+// consumer stages its output columns in its own chunks, P sits in chunk 0
+// (consumer 0's), dS in chunk 2 (consumer 1's), so every warp writes only
+// rows it owns in its own consumer's chunks; other warps read them only
+// between the two barriers that bracket the transposed loads of P and dS.
+#pragma once
+
+#include <type_traits>
+
+#include "common/opaque.cuh"
+#include "sm90/backward_products.cuh"
+#include "sm90/backward_tensors.cuh"
+#include "sm90/wgmma.cuh"
+#include "tile/hooks.cuh"
+#include "tile/row_io.cuh"
+#include "tile/softmax.cuh"
+#include "tile/tile_coords.cuh"
+
+namespace blockattn::sm90 {
+
+template <typename T, int D>
+struct ColumnSplitBackwardConfig {
+  static_assert(D > 128 && D <= 256, "three or four 64-column chunks: two for consumer 0, the rest for consumer 1");
+  static constexpr int kHeadDim = D;
+  static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
+  static constexpr int kConsumers = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kConsumerThreads = 128 * kConsumers;
+  using Layout = tile::Chunked<kRows>;
+  static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;
+  static constexpr int kPaddedD = kChunks * tile::kChunkCols;
+  // Output columns [kFirstCols c, ...) go to consumer c: 128 (an m64n128
+  // product) to consumer 0, the other 64 or 128 to consumer 1.
+  static constexpr int kFirstCols = 128;
+  static constexpr int kChunkBytes = Layout::kChunkBytes;
+  static constexpr int kTensors = kBackwardTensors;
+  static constexpr int kSlotBytes = kChunks * kChunkBytes;
+  static constexpr int kScratchBytes = kSlotBytes;  // the staging tile
+  // 8 slots at D = 160 and 192, 6 at 224 and 256.
+  static constexpr int kSmemLimit = 227 * 1024, kBarrierRoom = 256;
+  static constexpr int kSlots = (kSmemLimit - 1024 - kScratchBytes - kBarrierRoom) / kSlotBytes;
+  static_assert(kSlots > kTensors, "a tile's tensors and at least one of the next tile's");
+  static constexpr int kSmemBytes =
+      1024 /* alignment slack */ + kSlots * kSlotBytes + kScratchBytes + 2 * kSlots * static_cast<int>(sizeof(Barrier));
+  static_assert(2 * kSlots * sizeof(Barrier) <= kBarrierRoom);
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+};
+
+template <typename T, int D>
+struct ColumnSplitBackwardSmem {
+  using Cfg = ColumnSplitBackwardConfig<T, D>;
+  using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
+  Ring ring;
+  T* staging;  // Chunked<64>, kPaddedD columns
+  T* probs;    // P [query][key]: chunk 0 of the staging tile (consumer 0's)
+  T* dscores;  // dS [query][key]: chunk 2 (consumer 1's)
+
+  __device__ explicit ColumnSplitBackwardSmem(unsigned char* raw) {
+    ring.base = tile::align_shared_1024(raw);
+    unsigned char* scratch = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
+    staging = reinterpret_cast<T*>(scratch);
+    probs = staging;
+    dscores = staging + 2 * Cfg::Layout::kChunkElems;
+    ring.full = reinterpret_cast<Barrier*>(scratch + Cfg::kScratchBytes);
+    ring.empty = ring.full + Cfg::kSlots;
+  }
+};
+
+template <int kN>
+using Cols = std::integral_constant<int, kN>;
+
+template <typename T, int D, typename Hooks, typename Tensors>
+__device__ __forceinline__ void column_split_backward_tile(const Params& p, const Hooks& hooks,
+                                                           const ColumnSplitBackwardSmem<T, D>& sm,
+                                                           const tile::TileCoords& t, const Tensors& in,
+                                                           int consumer) {
+  using Cfg = ColumnSplitBackwardConfig<T, D>;
+  using Layout = typename Cfg::Layout;
+  using ProbLayout = tile::SwizzledRows<Cfg::kRows>;
+  constexpr int kRows = Cfg::kRows;
+  static_assert(!Hooks::kWholeRows, "each consumer holds part of an output row");
+  const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
+  // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
+  // offsets derived from the thread's position would spill.
+  const int consumer_tid = opaque(static_cast<int>(threadIdx.x)) - 128;  // over both consumers
+  const int lane = consumer_tid % 32;
+  const int row0 = consumer_tid % 128 / 32 * 16;  // the warp's query rows and key rows
+  const int valid = t.block.row_count;
+  const uint32_t q_addr = tile::smem_u32(in.template data<T>(kTensorQ));
+  const uint32_t k_addr = tile::smem_u32(in.template data<T>(kTensorK));
+  const uint32_t v_addr = tile::smem_u32(in.template data<T>(kTensorV));
+  const uint32_t dout_addr = tile::smem_u32(in.template data<T>(kTensorDout));
+
+  begin_backward_tile<Layout, kRows, D, Cfg::kConsumerThreads, T>(hooks, t, in, consumer_tid);
+
+  // S = Q K^T and dP = dO V^T over the head's real columns.
+  tile::Accumulator<kRows> s, ds;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, kRows>(s.regs(), kmajor_desc(q_addr, kk, kRows), kmajor_desc(k_addr, kk, kRows), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_ss<T, kRows>(ds.regs(), kmajor_desc(dout_addr, kk, kRows), kmajor_desc(v_addr, kk, kRows), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s.regs());
+  fence_registers(ds.regs());
+  in.release(kTensorV, lane);
+
+  float row_sum[2];
+  tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
+  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
+  if (consumer == 0)
+    tile::stage_rows<ProbLayout, T>(s, one, sm.probs, row0, 0, lane);
+  else
+    tile::stage_rows<ProbLayout, T>(ds, one, sm.dscores, row0, 0, lane);
+  tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
+  named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);  // P and dS of all rows are in place
+  tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows>(sm.probs, row0, lane);
+  tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows>(sm.dscores, row0, lane);
+  // Every warp holds its P^T and dS^T rows: the staging tile is free.
+  named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+
+  // This consumer's kN output columns from col0 (kStore of them real) of dQ =
+  // scale dS K, dV = P^T dO, dK = scale dS^T Q, each staged in the warp's
+  // rows of the consumer's chunks and stored.
+  auto outputs = [&](auto cols, auto store_cols) {
+    constexpr int kN = decltype(cols)::value, kStore = decltype(store_cols)::value;
+    const int col0 = consumer * Cfg::kFirstCols;
+    const uint32_t from_col0 = (col0 / tile::kChunkCols) * Cfg::kChunkBytes;
+    T* const staging = sm.staging + (col0 / tile::kChunkCols) * Layout::kChunkElems;
+    auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out,
+                     int head) {
+      __syncwarp();  // every lane has read what the warp staged here before (P or dS, the previous output)
+      tile::write_rows<Layout, T, kN, kStore>(acc, factor, staging, row0,
+                                              tile::head_rows_out<T>(out, t.block, head) + col0, out.token_stride,
+                                              valid, lane);
+    };
+    {
+      tile::Accumulator<kN> dq;
+      wgmma_rs_tile<T, kN, kRows>(dq, ds_rows, k_addr + from_col0);
+      in.release(kTensorK, lane);
+      hooks.epilogue(tile::Output::kDq, dq, t, row0, col0, lane);
+      write(dq, scale, p.dq, t.q_head);
+    }
+    {
+      tile::Accumulator<kN> dv;
+      wgmma_rs_tile<T, kN, kRows>(dv, p_keys, dout_addr + from_col0);
+      in.release(kTensorDout, lane);
+      hooks.epilogue(tile::Output::kDv, dv, t, row0, col0, lane);
+      write(dv, one, p.dv, t.kv_head);
+    }
+    {
+      tile::Accumulator<kN> dk;
+      wgmma_rs_tile<T, kN, kRows>(dk, ds_keys, q_addr + from_col0);
+      in.release(kTensorQ, lane);
+      hooks.epilogue(tile::Output::kDk, dk, t, row0, col0, lane);
+      write(dk, scale, p.dk, t.kv_head);
+    }
+  };
+  if (consumer == 0)
+    outputs(Cols<Cfg::kFirstCols>{}, Cols<Cfg::kFirstCols>{});
+  else
+    outputs(Cols<Cfg::kPaddedD - Cfg::kFirstCols>{}, Cols<D - Cfg::kFirstCols>{});
+  __syncwarp();  // every lane's stores have read its rows before the next tile's P or dS lands there
+}
+
+template <typename T, int D, core::Fusion F>
+__global__ void __launch_bounds__(ColumnSplitBackwardConfig<T, D>::kThreads, 1)
+    column_split_backward_kernel(const __grid_constant__ Params p) {
+  using Cfg = ColumnSplitBackwardConfig<T, D>;
+  extern __shared__ unsigned char smem_raw[];
+  const ColumnSplitBackwardSmem<T, D> sm(smem_raw);
+  const tile::Hooks<F> hooks(p.attn);
+  run_backward_tensor_ring<Cfg>(p, sm.ring, [&](const tile::TileCoords& t, const auto& tensors, int consumer) {
+    column_split_backward_tile<T, D>(p, hooks, sm, t, tensors, consumer);
+  });
+}
+
+}  // namespace blockattn::sm90
