@@ -1,6 +1,7 @@
-// sm90 backward for wide heads (D = 160 to 256) at 64-token blocks: both
-// consumer warpgroups share each tile, split by output columns, in
-// tensor_ring.cuh's frame.
+// sm90 backward for wide heads (any D from 160 to 256; the kernel table
+// builds it at 224 and 256, where it measured fastest: docs/perf.md) at
+// 64-token blocks: both consumer warpgroups share each tile, split by output
+// columns, in tensor_ring.cuh's frame.
 //
 // Here a tile's Q, K, V, dO are 24-32 KB each: frame.cuh's whole-tile stages
 // fit twice at most (at D = 224 and 256 once, hence the portable kernel's
