@@ -181,11 +181,15 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   __syncwarp();
   tile::store_rows<Layout, D>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
                               lane);
+  // dS^T of this warp's key rows, read before the barrier below: the next
+  // tile's dS rows land in this tile only after it, so no warp's staging can
+  // overwrite rows another warp is still reading (compute-sanitizer racecheck
+  // reported exactly that when this load came after the barrier).
+  tile::OperandA<kRows> dst = transposed_rows<T, kRows, kKeys>(dscores_tile, row0, lane);
   named_barrier_sync(barrier_id, 128);  // no warp's dQ product reads K any more: dK is staged there
 
   // dK = scale dS^T Q.
   {
-    tile::OperandA<kRows> dst = transposed_rows<T, kRows, kKeys>(dscores_tile, row0, lane);
     tile::Accumulator<kPaddedD> dk;
     wgmma_rs_tile<T, kPaddedD, kRows>(dk, dst, q_addr);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
