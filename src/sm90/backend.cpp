@@ -81,7 +81,8 @@ class Sm90Backend final : public core::KernelBackend {
     for_each_mapped_input(p, [&](const MappedInput& in, int heads) {
       if (error == nullptr)
         encode_head_tile_map(&(params.*in.map), p.tensor(in.id), p.shape.dtype, p.shape.total_tokens, heads,
-                             p.shape.head_dim, static_cast<uint32_t>(p.shape.block_size), &error);
+                             p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim),
+                             static_cast<uint32_t>(p.shape.block_size), &error);
     });
     if (error != nullptr) return core::unsupported("backend kHopper: ", error);
     params.out = p.tensor(TensorId::kOut);

@@ -40,16 +40,18 @@ struct BackwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows and key rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S, dP, dS
-  using Layout = tile::Chunked<kRows>;
+  using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kBackward, D)>;
   // At D = 64 a tile has half the bytes but the same 64 x 64 softmax work, so
   // a third consumer warpgroup hides the other two's latency.
   static constexpr int kConsumers = D <= 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  // Head dims that are not a multiple of 64 fill whole chunks, as in the
-  // forward (forward_kernel.cuh): TMA reads zeros past column D, the products
-  // over D sum the real columns only, and only D columns are stored.
-  static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;
-  static constexpr int kPaddedD = kChunks * tile::kChunkCols;
+  // Chunks as in the forward (forward_kernel.cuh): one 32-column chunk at
+  // D = 32; past 64, head dims that are not a multiple of 64 fill whole
+  // chunks: TMA reads zeros past column D, the products over D sum the real
+  // columns only, and only D columns are stored.
+  static constexpr int kChunkCols = Layout::kChunkColumns;
+  static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;
+  static constexpr int kPaddedD = kChunks * kChunkCols;
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
@@ -128,10 +130,10 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc(q_addr, kk, kRows), kmajor_desc(k_addr, kk, kRows), kk > 0);
+    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kKeys>(ds.regs(), kmajor_desc(dout_addr, kk, kRows), kmajor_desc(v_addr, kk, kRows), kk > 0);
+    wgmma_ss<T, kKeys>(ds.regs(), kmajor_desc<Layout>(dout_addr, kk), kmajor_desc<Layout>(v_addr, kk), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s.regs());
@@ -150,7 +152,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   {
     tile::OperandA<kRows> pt = transposed_rows<T, kRows, kKeys>(probs_tile, row0, lane);
     tile::Accumulator<kPaddedD> dv;
-    wgmma_rs_tile<T, kPaddedD, kRows>(dv, pt, dout_addr);
+    wgmma_rs_tile<T, kPaddedD, Layout>(dv, pt, dout_addr);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
     tile::write_rows<Layout, T, kPaddedD, D>(dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
                                              p.dv.token_stride, valid, lane);
@@ -158,9 +160,9 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
 
   named_barrier_sync(barrier_id, 128);  // no warp's dV product reads dO any more: dQ is staged there
 
-  // dQ = scale dS K, 64 columns at a time (B = one 64-column chunk of K), or
+  // dQ = scale dS K, a chunk's columns at a time (B = one chunk of K), or
   // whole rows where the epilogue needs them (fewer live registers otherwise).
-  constexpr int kDqCols = Hooks::kWholeRows ? kPaddedD : tile::kChunkCols;
+  constexpr int kDqCols = Hooks::kWholeRows ? kPaddedD : Cfg::kChunkCols;
 #pragma unroll
   for (int c = 0; c < kPaddedD / kDqCols; ++c) {
     tile::Accumulator<kDqCols> dq;
@@ -169,7 +171,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       fence_registers(ds_op.a[kk]);
       wgmma_rs<T, kDqCols>(dq.regs(), ds_op.a[kk],
-                           mnmajor_desc(k_addr + c * (kDqCols / tile::kChunkCols) * Cfg::kChunkBytes, kk, kRows),
+                           mnmajor_desc<Layout>(k_addr + c * (kDqCols / Cfg::kChunkCols) * Cfg::kChunkBytes, kk),
                            kk > 0);
     }
     wgmma_commit();
@@ -191,7 +193,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // dK = scale dS^T Q.
   {
     tile::Accumulator<kPaddedD> dk;
-    wgmma_rs_tile<T, kPaddedD, kRows>(dk, dst, q_addr);
+    wgmma_rs_tile<T, kPaddedD, Layout>(dk, dst, q_addr);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
     tile::write_rows<Layout, T, kPaddedD, D>(dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
                                              p.dk.token_stride, valid, lane);
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
                                   {&p.k_map, t.kv_head, sm.k(stage)},
                                   {&p.v_map, t.kv_head, sm.v(stage)},
                                   {&p.dout_map, t.q_head, sm.dout(stage)}};
-        load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
+        load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
       [&](const tile::TileCoords& t, int stage, int consumer) {
         backward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);

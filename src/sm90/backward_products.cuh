@@ -26,15 +26,15 @@ __device__ __forceinline__ tile::OperandA<kRows> transposed_rows(const T* x, int
   return op;
 }
 
-// D[warpgroup rows x D] = A (registers, kK = kRows) * B (MN-major tile of
-// kRows rows per chunk): dV = P^T dO, dK = dS^T Q, dQ = dS K. Waits for the
-// result.
-template <typename T, int D, int kRows>
+// D[warpgroup rows x D] = A (registers, K = the tile's rows) * B (an
+// MN-major tile laid out as `Layout`): dV = P^T dO, dK = dS^T Q, dQ = dS K.
+// Waits for the result.
+template <typename T, int D, typename Layout, int kRows = Layout::kRowCount>
 __device__ __forceinline__ void wgmma_rs_tile(tile::Accumulator<D>& d, tile::OperandA<kRows>& a, uint32_t b_addr) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kRows / 16; ++kk)
-    wgmma_rs<T, D>(d.regs(), a.a[kk], mnmajor_desc(b_addr, kk, kRows), kk > 0);
+    wgmma_rs<T, D>(d.regs(), a.a[kk], mnmajor_desc<Layout>(b_addr, kk), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(d.regs());

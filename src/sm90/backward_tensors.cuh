@@ -17,16 +17,16 @@ enum BackwardTensor : int { kTensorV = 0, kTensorK = 1, kTensorDout = 2, kTensor
 // The named barrier of the two consumer warpgroups (0 is __syncthreads).
 constexpr uint32_t kConsumersBarrier = 1;
 
-// The producer's part: tensor n of tile t into `slot` (kChunks 64-column
-// chunks of kChunkBytes), completing on `full`.
-template <int kChunks, int kChunkBytes>
+// The producer's part: tensor n of tile t into `slot` (kChunks chunks laid
+// out as `Layout`), completing on `full`.
+template <typename Layout, int kChunks>
 __device__ __forceinline__ void load_backward_tensor(const Params& p, const tile::TileCoords& t, int n, void* slot,
                                                      Barrier& full) {
   const TmaTile tiles[1] = {n == kTensorV      ? TmaTile{&p.v_map, t.kv_head, slot}
                             : n == kTensorK    ? TmaTile{&p.k_map, t.kv_head, slot}
                             : n == kTensorDout ? TmaTile{&p.dout_map, t.q_head, slot}
                                                : TmaTile{&p.q_map, t.q_head, slot}};
-  load_block_tiles<kChunks, kChunkBytes>(tiles, t.block.row_begin, full);
+  load_block_tiles<Layout, kChunks>(tiles, t.block.row_begin, full);
 }
 
 // The consumers' first step on a tile, all kThreads of them (`tid` in
@@ -63,7 +63,7 @@ __device__ __forceinline__ void run_backward_tensor_ring(const Params& p, const 
   run_tensor_ring<Cfg>(
       ring, num_tiles, [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); },
       [&](const tile::TileCoords& t, int n, unsigned char* slot, Barrier& full) {
-        load_backward_tensor<Cfg::kChunks, Cfg::kChunkBytes>(p, t, n, slot, full);
+        load_backward_tensor<typename Cfg::Layout, Cfg::kChunks>(p, t, n, slot, full);
       },
       op);
 }

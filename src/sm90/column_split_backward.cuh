@@ -91,8 +91,7 @@ using Cols = std::integral_constant<int, kN>;
 template <typename T, int D, typename Hooks, typename Tensors>
 __device__ __forceinline__ void column_split_backward_tile(const Params& p, const Hooks& hooks,
                                                            const ColumnSplitBackwardSmem<T, D>& sm,
-                                                           const tile::TileCoords& t, const Tensors& in,
-                                                           int consumer) {
+                                                           const tile::TileCoords& t, const Tensors& in, int consumer) {
   using Cfg = ColumnSplitBackwardConfig<T, D>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = tile::SwizzledRows<Cfg::kRows>;
@@ -117,10 +116,10 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kRows>(s.regs(), kmajor_desc(q_addr, kk, kRows), kmajor_desc(k_addr, kk, kRows), kk > 0);
+    wgmma_ss<T, kRows>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kRows>(ds.regs(), kmajor_desc(dout_addr, kk, kRows), kmajor_desc(v_addr, kk, kRows), kk > 0);
+    wgmma_ss<T, kRows>(ds.regs(), kmajor_desc<Layout>(dout_addr, kk), kmajor_desc<Layout>(v_addr, kk), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s.regs());
@@ -149,30 +148,28 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
     const int col0 = consumer * Cfg::kFirstCols;
     const uint32_t from_col0 = (col0 / tile::kChunkCols) * Cfg::kChunkBytes;
     T* const staging = sm.staging + (col0 / tile::kChunkCols) * Layout::kChunkElems;
-    auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out,
-                     int head) {
+    auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out, int head) {
       __syncwarp();  // every lane has read what the warp staged here before (P or dS, the previous output)
-      tile::write_rows<Layout, T, kN, kStore>(acc, factor, staging, row0,
-                                              tile::head_rows_out<T>(out, t.block, head) + col0, out.token_stride,
-                                              valid, lane);
+      tile::write_rows<Layout, T, kN, kStore>(
+          acc, factor, staging, row0, tile::head_rows_out<T>(out, t.block, head) + col0, out.token_stride, valid, lane);
     };
     {
       tile::Accumulator<kN> dq;
-      wgmma_rs_tile<T, kN, kRows>(dq, ds_rows, k_addr + from_col0);
+      wgmma_rs_tile<T, kN, Layout>(dq, ds_rows, k_addr + from_col0);
       in.release(kTensorK, lane);
       hooks.epilogue(tile::Output::kDq, dq, t, row0, col0, lane);
       write(dq, scale, p.dq, t.q_head);
     }
     {
       tile::Accumulator<kN> dv;
-      wgmma_rs_tile<T, kN, kRows>(dv, p_keys, dout_addr + from_col0);
+      wgmma_rs_tile<T, kN, Layout>(dv, p_keys, dout_addr + from_col0);
       in.release(kTensorDout, lane);
       hooks.epilogue(tile::Output::kDv, dv, t, row0, col0, lane);
       write(dv, one, p.dv, t.kv_head);
     }
     {
       tile::Accumulator<kN> dk;
-      wgmma_rs_tile<T, kN, kRows>(dk, ds_keys, q_addr + from_col0);
+      wgmma_rs_tile<T, kN, Layout>(dk, ds_keys, q_addr + from_col0);
       in.release(kTensorQ, lane);
       hooks.epilogue(tile::Output::kDk, dk, t, row0, col0, lane);
       write(dk, scale, p.dk, t.kv_head);

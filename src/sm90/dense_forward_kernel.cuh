@@ -143,7 +143,8 @@ __device__ __forceinline__ void issue_scores(tile::Accumulator<DenseForwardConfi
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc(q_base, kk, Cfg::kRows), kmajor_desc(k_addr, kk, Cfg::kKeys), kk > 0);
+    wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc<tile::Chunked<Cfg::kRows>>(q_base, kk),
+                            kmajor_desc<tile::Chunked<Cfg::kKeys>>(k_addr, kk), kk > 0);
   wgmma_commit();
 }
 
@@ -158,7 +159,7 @@ __device__ __forceinline__ void issue_accumulate(tile::Accumulator<D>& o,
 #pragma unroll
   for (int kk = 0; kk < Cfg::kKeys / 16; ++kk) {
     fence_registers(probs.a[kk]);
-    wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc(v_addr, kk, Cfg::kKeys), 1);
+    wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc<tile::Chunked<Cfg::kKeys>>(v_addr, kk), 1);
   }
   wgmma_commit();
 }

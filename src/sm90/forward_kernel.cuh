@@ -12,8 +12,9 @@
 // kStages tiles of loads in flight per SM from the first tile to the last.
 //
 // Head dims that are not a multiple of 64 (32, 96, 160, 224) fill whole
-// 64-column chunks: the TMA box reads past the head's last column as zeros
-// (the map's innermost extent is D), so the bytes moved are the head's own.
+// 64-column chunks (tile_chunk_cols in params.h): the TMA box reads past the
+// head's last column as zeros (the map's innermost extent is D), so the bytes
+// moved are the head's own.
 // S sums over the D real columns only; O = P V runs over the padded width
 // (a wgmma N the instruction has) and only D columns are stored.
 #pragma once
@@ -35,7 +36,7 @@ struct ForwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S
-  using Layout = tile::Chunked<kRows>;
+  using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;  // 64-column chunks per row
@@ -104,7 +105,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc(q_addr, kk, Cfg::kRows), kmajor_desc(k_addr, kk, Cfg::kRows), kk > 0);
+    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s.regs());
@@ -120,7 +121,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
     fence_registers(probs.a[kk]);
-    wgmma_rs<T, Cfg::kPaddedD>(o.regs(), probs.a[kk], mnmajor_desc(v_addr, kk, Cfg::kRows), kk > 0);
+    wgmma_rs<T, Cfg::kPaddedD>(o.regs(), probs.a[kk], mnmajor_desc<Layout>(v_addr, kk), kk > 0);
   }
   wgmma_commit();
   wgmma_wait<0>();
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
       [&](const tile::TileCoords& t, int stage, Barrier& full) {
         const TmaTile tiles[3] = {
             {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
-        load_block_tiles<Cfg::kChunks, Cfg::kChunkBytes>(tiles, t.block.row_begin, full);
+        load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
       [&](const tile::TileCoords& t, int stage, int consumer) {
         forward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);

@@ -18,16 +18,17 @@ struct TmaTile {
 };
 
 // Issues the copies chunk by chunk (all tensors' chunk 0, then chunk 1, ...),
-// for rows [row_begin, row_begin + box rows) of each tile's head.
-template <int kChunks, int kChunkBytes, int kN>
+// for rows [row_begin, row_begin + box rows) of each tile's head, into tiles
+// laid out as `Layout` (tile::Chunked: a chunk per box).
+template <typename Layout, int kChunks, int kN>
 __device__ __forceinline__ void load_block_tiles(const TmaTile (&tiles)[kN], int32_t row_begin, Barrier& full) {
 #pragma unroll
   for (int c = 0; c < kChunks; ++c)
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
-      const int32_t at[3] = {c * tile::kChunkCols, tiles[n].head, row_begin};
+      const int32_t at[3] = {c * Layout::kChunkColumns, tiles[n].head, row_begin};
       ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                static_cast<unsigned char*>(tiles[n].dst) + c * kChunkBytes, tiles[n].map, at,
+                                static_cast<unsigned char*>(tiles[n].dst) + c * Layout::kChunkBytes, tiles[n].map, at,
                                 &full.word);
     }
 }

@@ -9,8 +9,20 @@
 #include "blockattn/dense.h"
 #include "common/attention_params.h"
 #include "common/dense_params.h"
+#include "tile/chunk_width.h"
 
 namespace blockattn::sm90 {
+
+// Columns of the block-diagonal kernels' TMA boxes and shared-memory chunks
+// (tile::Chunked), one rule for the kernels and the host's tensor maps. The
+// backward reads a 32-column head in one exact 32-column box (64-byte
+// swizzle): 93% of copy bandwidth at headdim-d32-h16, against 86% with a
+// half-empty 64-column box. The forward measured the other way (85% exact,
+// 86% padded) and keeps whole 64-column chunks (docs/perf.md, "Padded TMA
+// boxes").
+constexpr int tile_chunk_cols(Operation op, int head_dim) {
+  return op == Operation::kBackward ? tile::chunk_cols(head_dim) : tile::kChunkCols;
+}
 
 struct Params {
   // TMA maps of the inputs (64-byte aligned by their type); dout_map only in

@@ -109,10 +109,10 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kRows>(s.regs(), kmajor_desc(q_addr + own_rows, kk, kRows), kmajor_desc(k_addr, kk, kRows), kk > 0);
+    wgmma_ss<T, kRows>(s.regs(), kmajor_desc<Layout>(q_addr + own_rows, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kRows>(ds.regs(), kmajor_desc(dout_addr + own_rows, kk, kRows), kmajor_desc(v_addr, kk, kRows),
+    wgmma_ss<T, kRows>(ds.regs(), kmajor_desc<Layout>(dout_addr + own_rows, kk), kmajor_desc<Layout>(v_addr, kk),
                        kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
@@ -138,7 +138,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // dQ_c = scale dS_c K.
   {
     tile::Accumulator<D> dq;
-    wgmma_rs_tile<T, D, kRows>(dq, ds_rows, k_addr);
+    wgmma_rs_tile<T, D, Layout>(dq, ds_rows, k_addr);
     in.release(kTensorK, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane);
     tile::write_rows<Layout, T, D>(dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head),
@@ -147,7 +147,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // dV_c = P[:, c]^T dO.
   {
     tile::Accumulator<D> dv;
-    wgmma_rs_tile<T, D, kRows>(dv, p_keys, dout_addr);
+    wgmma_rs_tile<T, D, Layout>(dv, p_keys, dout_addr);
     in.release(kTensorDout, lane);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
     tile::write_rows<Layout, T, D>(dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
@@ -156,7 +156,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // dK_c = scale dS[:, c]^T Q.
   {
     tile::Accumulator<D> dk;
-    wgmma_rs_tile<T, D, kRows>(dk, ds_keys, q_addr);
+    wgmma_rs_tile<T, D, Layout>(dk, ds_keys, q_addr);
     in.release(kTensorQ, lane);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
     __syncwarp();  // every lane's dQ stores have read the staged rows dK overwrites

@@ -3,6 +3,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "tile/chunk_width.h"
+
 namespace blockattn::sm90 {
 namespace {
 
@@ -19,12 +21,14 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// A tiled map with 128-byte swizzle over `rank` dims (innermost first; the
-// innermost contiguous, its box 64 x 16-bit = one 128-byte swizzle row).
-// Out-of-range rows read as zeros.
+// A tiled map over `rank` dims (innermost first, contiguous), its box's
+// innermost extent one swizzle row: 64 x 16-bit with 128-byte swizzle or 32
+// with 64-byte swizzle (tile::Chunked). Out-of-range rows read as zeros.
 template <int kRank>
 bool encode_tiled(CUtensorMap* map, DType dtype, void* data, const cuuint64_t (&dims)[kRank],
                   const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char** error) {
+  const CUtensorMapSwizzle swizzle =
+      box[0] == tile::kChunkCols ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const auto encode = encode_fn();
   if (encode == nullptr) {
     *error = "cuTensorMapEncodeTiled is not available from the driver";
@@ -33,10 +37,10 @@ bool encode_tiled(CUtensorMap* map, DType dtype, void* data, const cuuint64_t (&
   cuuint32_t element_strides[kRank];
   for (int i = 0; i < kRank; ++i)
     element_strides[i] = 1;
-  const CUresult r = encode(map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            kRank, data, dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode(map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, kRank,
+             data, dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     *error = r == CUDA_ERROR_INVALID_CONTEXT ? "cuTensorMapEncodeTiled found no current CUDA context"
                                              : "cuTensorMapEncodeTiled rejected the tensor layout";
@@ -62,7 +66,7 @@ const char* tma_layout_problem(const TensorView& t, int heads) {
 }
 
 bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
-                          uint32_t box_rows, const char** error) {
+                          int box_cols, uint32_t box_rows, const char** error) {
   if (const char* why = tma_layout_problem(t, heads)) {
     *error = why;
     return false;
@@ -71,7 +75,7 @@ bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, in
                               static_cast<cuuint64_t>(tokens)};
   const cuuint64_t strides[2] = {tma_byte_stride(t.head_stride, heads, head_dim),
                                  static_cast<cuuint64_t>(t.token_stride) * 2};
-  const cuuint32_t box[3] = {64, 1, box_rows};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_cols), 1, box_rows};
   return encode_tiled<3>(map, dtype, t.data, dims, strides, box, error);
 }
 

@@ -16,12 +16,13 @@ namespace blockattn::sm90 {
 // Checked on the host before the sm90 backend accepts a problem.
 const char* tma_layout_problem(const TensorView& t, int heads);
 
-// Encodes a rank-3 map (columns, heads, tokens) with 128-byte swizzle and a box
-// of 64 columns (128 bytes, the swizzle width, one tile::Chunked chunk) x 1
-// head x `box_rows` tokens. Out of range rows read as zeros. Returns false,
-// with `error` set, if the driver rejects the layout.
+// Encodes a rank-3 map (columns, heads, tokens) with a box of one
+// tile::Chunked chunk's columns (`box_cols`: 64 with 128-byte swizzle, or 32
+// with 64-byte swizzle) x 1 head x `box_rows` tokens. Out of range rows and
+// columns read as zeros. Returns false, with `error` set, if the driver
+// rejects the layout.
 bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
-                          uint32_t box_rows, const char** error);
+                          int box_cols, uint32_t box_rows, const char** error);
 
 // The dense forward's [B, H, S, D] views: a rank-4 map (columns, rows, heads,
 // batch) with the same swizzle and a box of 64 columns x `box_rows` rows.

@@ -1,17 +1,18 @@
 // wgmma (sm_90a) for the attention tiles: shared-memory matrix descriptors
-// for 128-byte-swizzled tiles, and the product shapes the kernels need.
+// for swizzled tiles, and the product shapes the kernels need.
 // libcu++ has no wgmma wrapper, hence the inline PTX; everything here is
 // issued by a whole warpgroup.
 //
-// Tiles have the tile::Chunked layout: 64-column chunks of [rows][128 bytes]
-// (what a TMA box of 64 x 16-bit columns with 128-byte swizzle writes), each
-// chunk 1024-byte aligned so the descriptor's base offset stays 0.
+// Tiles have a tile::Chunked layout: chunks of [rows][one swizzle row] (what a
+// TMA box of one swizzle row's width writes: 64 columns with 128-byte swizzle,
+// or 32 with 64-byte swizzle for D = 32), each chunk 1024-byte aligned so the
+// descriptor's base offset stays 0. With R the row bytes:
 //  - K-major operand (Q or K for S = Q K^T): one k16 step is 32 bytes further
-//    along a row; steps 4..7 of a 128-wide K live in the next chunk. Stride
-//    byte offset = 1024 (8 rows x 128 B); the leading offset is unused.
+//    along a row; R / 32 steps per chunk, then the next chunk. Stride byte
+//    offset = 8 rows x R; the leading offset is unused.
 //  - MN-major operand (V for O = P V, transposed B): one k16 step is 16 rows =
-//    2048 bytes further; the leading offset (next 64 N-columns) is the chunk
-//    size, the stride offset (next 8 K-rows) 1024.
+//    16 R bytes further; the leading offset (the next R / 2 N-columns) is the
+//    chunk size, the stride offset (next 8 K-rows) 8 R.
 #pragma once
 
 #include <cstdint>
@@ -27,26 +28,34 @@
 
 namespace blockattn::sm90 {
 
-using tile::kChunkRowBytes;
 
+// The descriptor's layout type (bits 62-63) for a swizzle of `row_bytes`.
+constexpr uint64_t swizzle_mode(int row_bytes) { return row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3; }
+
+template <int kRowBytes>
 __device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes) {
+  static_assert(kRowBytes == 128 || kRowBytes == 64, "128-byte or 64-byte swizzle");
   uint64_t desc = (smem_addr & 0x3FFFF) >> 4;
   desc |= static_cast<uint64_t>((leading_bytes & 0x3FFFF) >> 4) << 16;
   desc |= static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32;
-  desc |= uint64_t{1} << 62;  // 128-byte swizzle
+  desc |= swizzle_mode(kRowBytes) << 62;
   return desc;
 }
 
-// Descriptor of k16 step `kk` of a K-major tile with `rows` rows per chunk.
-__device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int kk, int rows) {
-  const uint32_t chunk_bytes = rows * kChunkRowBytes;
-  const uint32_t addr = tile_addr + (kk / 4) * chunk_bytes + (kk % 4) * 32;
-  return make_smem_desc(addr, 16, 8 * kChunkRowBytes);
+// Descriptor of k16 step `kk` of a K-major tile laid out as `Layout`.
+template <typename Layout>
+__device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int kk) {
+  constexpr int kStepsPerChunk = Layout::kRowBytes / 32;
+  const uint32_t addr = tile_addr + (kk / kStepsPerChunk) * Layout::kChunkBytes + (kk % kStepsPerChunk) * 32;
+  return make_smem_desc<Layout::kRowBytes>(addr, 16, 8 * Layout::kRowBytes);
 }
 
-// Descriptor of k16 step `kk` of an MN-major tile with `rows` (K) rows per chunk.
-__device__ __forceinline__ uint64_t mnmajor_desc(uint32_t tile_addr, int kk, int rows) {
-  return make_smem_desc(tile_addr + kk * 16 * kChunkRowBytes, rows * kChunkRowBytes, 8 * kChunkRowBytes);
+// Descriptor of k16 step `kk` of an MN-major tile laid out as `Layout` (its
+// rows are the K dimension).
+template <typename Layout>
+__device__ __forceinline__ uint64_t mnmajor_desc(uint32_t tile_addr, int kk) {
+  return make_smem_desc<Layout::kRowBytes>(tile_addr + kk * 16 * Layout::kRowBytes, Layout::kChunkBytes,
+                                           8 * Layout::kRowBytes);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -107,6 +116,19 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
                  ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
                  : BLOCKATTN_ACC32_OPERANDS(d) \
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
+  }
+
+#define BLOCKATTN_ACC16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define BLOCKATTN_ACC16_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define BLOCKATTN_WGMMA_RS_N32(CppType, PtxType) \
+  template <> \
+  __device__ __forceinline__ void wgmma_rs<CppType, 32>(float(&d)[16], const uint32_t(&a)[4], uint64_t desc_b, \
+                                                         int accumulate) { \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %21, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." PtxType "." PtxType " " BLOCKATTN_ACC16 \
+                 ", {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n" \
+                 : BLOCKATTN_ACC16_OPERANDS(d) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
   }
 
 #define BLOCKATTN_WGMMA_RS_N64(CppType, PtxType) \
@@ -188,6 +210,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
   }
 
+BLOCKATTN_WGMMA_RS_N32(__nv_bfloat16, "bf16")
+BLOCKATTN_WGMMA_RS_N32(__half, "f16")
 BLOCKATTN_WGMMA_SS_N64(__nv_bfloat16, "bf16")
 BLOCKATTN_WGMMA_SS_N64(__half, "f16")
 BLOCKATTN_WGMMA_RS_N64(__nv_bfloat16, "bf16")
@@ -205,6 +229,9 @@ BLOCKATTN_WGMMA_RS_N192(__half, "f16")
 BLOCKATTN_WGMMA_RS_N256(__nv_bfloat16, "bf16")
 BLOCKATTN_WGMMA_RS_N256(__half, "f16")
 
+#undef BLOCKATTN_WGMMA_RS_N32
+#undef BLOCKATTN_ACC16
+#undef BLOCKATTN_ACC16_OPERANDS
 #undef BLOCKATTN_WGMMA_SS_N64
 #undef BLOCKATTN_WGMMA_RS_N64
 #undef BLOCKATTN_WGMMA_RS_N128

@@ -8,12 +8,16 @@
 //   SwizzledRows<kCols>  rows of kCols elements (a multiple of 32), one after
 //                        another (cp.async tiles of the sm80 kernels, P/dS
 //                        scratch everywhere);
-//   Chunked<kRows>       64-column chunks of [kRows][128 bytes], each 1024-byte
-//                        aligned: what a TMA box with 128-byte swizzle writes
-//                        and what wgmma descriptors address (sm90 kernels).
+//   Chunked<kRows, kCols> kCols-column chunks of [kRows][2 kCols bytes], each
+//                        1024-byte aligned: what a TMA box of kCols columns
+//                        with a swizzle of the row's width writes (128 bytes
+//                        for 64 columns, 64 bytes for 32), and what wgmma
+//                        descriptors address (sm90 kernels).
 #pragma once
 
 #include <cstdint>
+
+#include "tile/chunk_width.h"
 
 namespace blockattn::tile {
 
@@ -34,17 +38,26 @@ struct SwizzledRows {
   }
 };
 
-inline constexpr int kChunkCols = 64;  // 16-bit elements per 128-byte chunk row
-inline constexpr int kChunkRowBytes = 128;
+inline constexpr int kChunkRowBytes = 2 * kChunkCols;
 
-template <int kRows>
+// The swizzle TMA applies (and wgmma undoes) XORs the 16-byte unit index
+// within a row with the row's position in the swizzle period: for 128-byte
+// rows (128-byte swizzle) row % 8, for 64-byte rows (64-byte swizzle, two
+// rows per 128 bytes) (row / 2) % 4: address bits [4, 4 + n) XOR bits
+// [7, 7 + n) either way.
+template <int kRows, int kCols = kChunkCols>
 struct Chunked {
-  static constexpr int kChunkElems = kRows * kChunkCols;
-  static constexpr int kChunkBytes = kRows * kChunkRowBytes;
+  static_assert(kCols == kChunkCols || kCols == kNarrowChunkCols, "128-byte or 64-byte chunk rows");
+  static constexpr int kRowCount = kRows;
+  static constexpr int kChunkColumns = kCols;
+  static constexpr int kRowBytes = 2 * kCols;  // = the swizzle width
+  static constexpr int kChunkElems = kRows * kCols;
+  static constexpr int kChunkBytes = kRows * kRowBytes;
 
   __device__ static __forceinline__ int offset(int row, int col) {
-    const int in_chunk = col % kChunkCols;
-    return (col / kChunkCols) * kChunkElems + row * kChunkCols + (((in_chunk / 8) ^ (row % 8)) * 8) + in_chunk % 8;
+    const int in_chunk = col % kCols;
+    const int swizzle = kCols == kChunkCols ? row % 8 : (row / 2) % 4;
+    return (col / kCols) * kChunkElems + row * kCols + (((in_chunk / 8) ^ swizzle) * 8) + in_chunk % 8;
   }
 };
 

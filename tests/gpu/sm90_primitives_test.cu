@@ -1,7 +1,8 @@
 // GPU unit tests of the sm_90 primitives: a TMA round trip of a tile that runs
 // past the tensor's end (zero fill), wgmma S = Q K^T with both operands
-// K-major and 128-byte swizzled, and wgmma O = P V with P from registers and V
-// transposed (MN-major, two 64-column chunks). Skipped off compute capability 9.0.
+// K-major, and wgmma O = P V with P from registers and V transposed
+// (MN-major), at D = 128 (two 64-column chunks, 128-byte swizzle) and D = 32
+// (one 32-column chunk, 64-byte swizzle). Skipped off compute capability 9.0.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,14 +22,17 @@ namespace {
 
 using namespace blockattn::testing;
 using bf16 = __nv_bfloat16;
-constexpr int kD = 128, kRows = 64, kTileElems = kRows * kD;
+constexpr int kRows = 64;
 
 // One warpgroup: TMA-loads Q, K, V tiles (rows [row_begin, row_begin + 64) of
 // head `head`), copies Q back un-swizzled, computes S = Q K^T and O = bf16(S) V.
+template <int kD>
 __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                       const __grid_constant__ CUtensorMap vmap, int row_begin, int head, bf16* q_copy, float* s_out,
                       float* o_out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Layout = tile::Chunked<kRows, tile::chunk_cols(kD)>;
+  constexpr int kTileElems = kRows * kD, kChunkCols = Layout::kChunkColumns;
   extern __shared__ unsigned char raw[];
   bf16* tiles = reinterpret_cast<bf16*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
   __shared__ sm90::Barrier bar;
@@ -41,26 +45,24 @@ __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_con
   __syncthreads();
   if (tid == 0) {
     bar.arrive_expect_tx(3 * kTileElems * 2);
-    for (int c = 0; c < 2; ++c) {
-      const int32_t at[3] = {64 * c, head, row_begin};
-      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, q + c * 64 * kRows, &qmap, at,
-                                      &bar.word);
-      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, k + c * 64 * kRows, &kmap, at,
-                                      &bar.word);
-      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, v + c * 64 * kRows, &vmap, at,
-                                      &bar.word);
+    for (int c = 0; c < kD / kChunkCols; ++c) {
+      const int32_t at[3] = {kChunkCols * c, head, row_begin};
+      const int to = c * Layout::kChunkElems;
+      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, q + to, &qmap, at, &bar.word);
+      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, k + to, &kmap, at, &bar.word);
+      sm90::ptx::cp_async_bulk_tensor(sm90::ptx::space_cluster, sm90::ptx::space_global, v + to, &vmap, at, &bar.word);
     }
   }
   bar.wait(0);
   for (int i = tid; i < kTileElems; i += 128)
-    q_copy[i] = q[tile::Chunked<kRows>::offset(i / kD, i % kD)];
+    q_copy[i] = q[Layout::offset(i / kD, i % kD)];
 
   tile::Accumulator<64> s;
   float(&s_regs)[32] = reinterpret_cast<float(&)[32]>(s.c);
   sm90::wgmma_fence();
   for (int kk = 0; kk < kD / 16; ++kk)
-    sm90::wgmma_ss<bf16, 64>(s_regs, sm90::kmajor_desc(tile::smem_u32(q), kk, kRows),
-                             sm90::kmajor_desc(tile::smem_u32(k), kk, kRows), kk > 0);
+    sm90::wgmma_ss<bf16, 64>(s_regs, sm90::kmajor_desc<Layout>(tile::smem_u32(q), kk),
+                             sm90::kmajor_desc<Layout>(tile::smem_u32(k), kk), kk > 0);
   sm90::wgmma_commit();
   sm90::wgmma_wait<0>();
   sm90::fence_registers(s_regs);
@@ -70,11 +72,11 @@ __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_con
 
   tile::OperandA<64> p = tile::to_operand<bf16>(s);
   tile::Accumulator<kD> o;
-  float(&o_regs)[64] = reinterpret_cast<float(&)[64]>(o.c);
+  float(&o_regs)[kD / 2] = reinterpret_cast<float(&)[kD / 2]>(o.c);
   sm90::wgmma_fence();
   for (int kk = 0; kk < 4; ++kk) {
     sm90::fence_registers(p.a[kk]);
-    sm90::wgmma_rs<bf16, kD>(o_regs, p.a[kk], sm90::mnmajor_desc(tile::smem_u32(v), kk, kRows), kk > 0);
+    sm90::wgmma_rs<bf16, kD>(o_regs, p.a[kk], sm90::mnmajor_desc<Layout>(tile::smem_u32(v), kk), kk > 0);
   }
   sm90::wgmma_commit();
   sm90::wgmma_wait<0>();
@@ -85,7 +87,9 @@ __global__ void probe(const __grid_constant__ CUtensorMap qmap, const __grid_con
 #endif
 }
 
-TEST(Sm90Primitives, TmaRoundTripAndWgmmaProducts) {
+template <int kD>
+void check_round_trip_and_products() {
+  constexpr int kTileElems = kRows * kD;
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
   cudaDeviceProp prop;
@@ -111,13 +115,13 @@ TEST(Sm90Primitives, TmaRoundTripAndWgmmaProducts) {
   const char* err = nullptr;
   DeviceBuffer<bf16>* bufs[3] = {&dq, &dk, &dv};
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(
-        sm90::encode_head_tile_map(&maps[i], TensorView{bufs[i]->get(), H * kD, kD}, DType::kBF16, T, H, kD, 64, &err))
+    ASSERT_TRUE(sm90::encode_head_tile_map(&maps[i], TensorView{bufs[i]->get(), H * kD, kD}, DType::kBF16, T, H, kD,
+                                           tile::chunk_cols(kD), 64, &err))
         << err;
 
   const int smem = 3 * kTileElems * 2 + 1024;
-  BA_CHECK_CUDA(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  probe<<<1, 128, smem>>>(maps[0], maps[1], maps[2], row_begin, head, q_copy.get(), s_out.get(), o_out.get());
+  BA_CHECK_CUDA(cudaFuncSetAttribute(probe<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  probe<kD><<<1, 128, smem>>>(maps[0], maps[1], maps[2], row_begin, head, q_copy.get(), s_out.get(), o_out.get());
   BA_CHECK_CUDA(cudaGetLastError());
   BA_CHECK_CUDA(cudaDeviceSynchronize());
 
@@ -146,6 +150,9 @@ TEST(Sm90Primitives, TmaRoundTripAndWgmmaProducts) {
       ASSERT_NEAR(o[i * kD + d], ref, 1e-4 * (1 + std::abs(ref))) << "O[" << i << "][" << d << "]";
     }
 }
+
+TEST(Sm90Primitives, TmaRoundTripAndWgmmaProducts128ByteSwizzle) { check_round_trip_and_products<128>(); }
+TEST(Sm90Primitives, TmaRoundTripAndWgmmaProducts64ByteSwizzle) { check_round_trip_and_products<32>(); }
 
 }  // namespace
 }  // namespace blockattn
