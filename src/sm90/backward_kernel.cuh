@@ -45,10 +45,10 @@ struct BackwardConfig {
   // a third consumer warpgroup hides the other two's latency.
   static constexpr int kConsumers = D <= 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  // Chunks as in the forward (forward_kernel.cuh): one 32-column chunk at
-  // D = 32; past 64, head dims that are not a multiple of 64 fill whole
-  // chunks: TMA reads zeros past column D, the products over D sum the real
-  // columns only, and only D columns are stored.
+  // One exact 32-column chunk at D = 32 (tile_chunk_cols in params.h); past
+  // 64, head dims that are not a multiple of 64 fill whole 64-column chunks,
+  // as in the forward: TMA reads zeros past column D, the products over D
+  // sum the real columns only, and only D columns are stored.
   static constexpr int kChunkCols = Layout::kChunkColumns;
   static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;
   static constexpr int kPaddedD = kChunks * kChunkCols;

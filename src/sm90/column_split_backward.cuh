@@ -46,6 +46,7 @@ struct ColumnSplitBackwardConfig {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   using Layout = tile::Chunked<kRows>;
+  static_assert(tile_chunk_cols(Operation::kBackward, D) == tile::kChunkCols, "the host's maps write this layout");
   static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;
   static constexpr int kPaddedD = kChunks * tile::kChunkCols;
   // Output columns [kFirstCols c, ...) go to consumer c: 128 (an m64n128

@@ -40,6 +40,7 @@ struct SharedTileBackwardConfig {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   using Layout = tile::Chunked<kRows>;
+  static_assert(tile_chunk_cols(Operation::kBackward, D) == tile::kChunkCols, "the host's maps write this layout");
   static constexpr int kChunks = D / tile::kChunkCols;
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTensors = kBackwardTensors;
