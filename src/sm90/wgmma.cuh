@@ -28,17 +28,15 @@
 
 namespace blockattn::sm90 {
 
-
-// The descriptor's layout type (bits 62-63) for a swizzle of `row_bytes`.
-constexpr uint64_t swizzle_mode(int row_bytes) { return row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3; }
-
+// A descriptor for a tile swizzled at the width of its kRowBytes rows.
 template <int kRowBytes>
 __device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes) {
   static_assert(kRowBytes == 128 || kRowBytes == 64, "128-byte or 64-byte swizzle");
+  constexpr uint64_t kLayoutType = kRowBytes == 128 ? 1 : 2;  // bits 62-63: 128-byte or 64-byte swizzle
   uint64_t desc = (smem_addr & 0x3FFFF) >> 4;
   desc |= static_cast<uint64_t>((leading_bytes & 0x3FFFF) >> 4) << 16;
   desc |= static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32;
-  desc |= swizzle_mode(kRowBytes) << 62;
+  desc |= kLayoutType << 62;
   return desc;
 }
 

@@ -56,7 +56,7 @@ struct Chunked {
 
   __device__ static __forceinline__ int offset(int row, int col) {
     const int in_chunk = col % kCols;
-    const int swizzle = kCols == kChunkCols ? row % 8 : (row / 2) % 4;
+    const int swizzle = (row / (128 / kRowBytes)) % (kRowBytes / 16);  // the row's bits 7.. of its address
     return (col / kCols) * kChunkElems + row * kCols + (((in_chunk / 8) ^ swizzle) * 8) + in_chunk % 8;
   }
 };
