@@ -67,7 +67,8 @@ struct BackwardConfig {
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
-  static constexpr bool kEmptyEntries = true;  // the tiles table: sequences packed into an earlier tile
+  static constexpr bool kEmptyEntries = true;         // the tiles table: sequences packed into an earlier tile
+  static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's walk_tiles)
 };
 
 template <typename T, int D, int B>
@@ -238,10 +239,10 @@ struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> {
   using Config = sm90::BackwardConfig<T, D, B>;
   static constexpr auto kernel = sm90::backward_kernel<T, D, B, F>;
 };
-#define BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(D)                         \
-  template <typename T, core::Fusion F>                                 \
-  struct KernelOf<sm90::Params, Operation::kBackward, T, D, 64, F> {    \
-    using Config = sm90::ColumnSplitBackwardConfig<T, D>;               \
+#define BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(D)                                 \
+  template <typename T, core::Fusion F>                                         \
+  struct KernelOf<sm90::Params, Operation::kBackward, T, D, 64, F> {            \
+    using Config = sm90::ColumnSplitBackwardConfig<T, D>;                       \
     static constexpr auto kernel = sm90::column_split_backward_kernel<T, D, F>; \
   };
 BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(224)

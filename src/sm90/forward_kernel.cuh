@@ -50,7 +50,8 @@ struct ForwardConfig {
   // 128 x 40 + 256 x 232 <= 384 x 168 registers at launch. The producer
   // needs ~40 for its TMA coordinates without spilling.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
-  static constexpr bool kEmptyEntries = false;  // the blocks table has none (frame.cuh)
+  static constexpr bool kEmptyEntries = false;       // the blocks table has none (frame.cuh)
+  static constexpr bool kConsumersReadAhead = true;  // each consumer's schedule read a tile ahead (frame.cuh)
 };
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
