@@ -68,7 +68,7 @@ struct BackwardConfig {
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
   static constexpr bool kEmptyEntries = true;         // the tiles table: sequences packed into an earlier tile
-  static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's walk_tiles)
+  static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's ScheduleReader)
 };
 
 template <typename T, int D, int B>

@@ -37,19 +37,25 @@ struct ForwardConfig {
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
-  static constexpr int kConsumers = 2;
+  // Three consumers at D = 32, whose small tiles are bound by each tile's
+  // latency more than by bytes (89.8% -> 99.4% of copy at headdim-d32-h16).
+  // At D = 64 three gain tail-d64 11 points and lose headline-d64 12
+  // (docs/perf.md, "Three forward consumers"), so it keeps two.
+  static constexpr int kConsumers = D <= 32 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;  // 64-column chunks per row
   static constexpr int kPaddedD = kChunks * tile::kChunkCols;                    // columns of a tile in smem
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V
   static constexpr int kStageBytes = 3 * kTileBytes;
-  static constexpr int kStages = (192 * 1024) / kStageBytes;  // 192 KB of tiles: 8 stages at D <= 64, 4 at 128, 2 past
+  // 216 KB of tiles with three consumers (18 stages at D = 32), 192 KB with
+  // two (8 at D = 64, 4 at 128, 2 past); a multiple of the consumers.
+  static constexpr int kStages = (kConsumers == 3 ? 216 * 1024 : 192 * 1024) / kStageBytes / kConsumers * kConsumers;
   static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
-  // 128 x 40 + 256 x 232 <= 384 x 168 registers at launch. The producer
-  // needs ~40 for its TMA coordinates without spilling.
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152
+  // with three. The producer needs ~40 for its TMA coordinates without spilling.
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
   static constexpr bool kEmptyEntries = false;       // the blocks table has none (frame.cuh)
   static constexpr bool kConsumersReadAhead = true;  // each consumer's schedule read a tile ahead (frame.cuh)
 };
