@@ -13,15 +13,28 @@
 
 namespace blockattn {
 
+// What a table row's kernel may be specialized for besides the row: batches
+// whose sequences are shorter than a block on average (a partial tile each),
+// where each tile's latency rather than its bytes bounds a kernel. A row
+// may carry a second kernel for them (KernelOf<...>::ShortSequences,
+// common/kernel_launcher.cuh); rows without one run their kernel for both.
+enum class BatchKind { kLong, kShort };
+
+inline BatchKind batch_kind(const core::Problem& p) {
+  return p.shape.total_tokens < static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size ? BatchKind::kShort
+                                                                                            : BatchKind::kLong;
+}
+
 // Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy
 // query that also raises the dynamic shared-memory limit once per device; 0
-// if the runtime refused the configuration) of the kernel of one table row.
-// Defined in common/kernel_launcher.cuh, instantiated by the generated
-// sources; backends (plain C++) only take their addresses.
+// if the runtime refused the configuration) of the kernel of one table row
+// for a batch of that kind. Defined in common/kernel_launcher.cuh,
+// instantiated by the generated sources; backends (plain C++) only take
+// their addresses.
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-cudaError_t launch_kernel(const Params& p, int num_ctas, cudaStream_t stream);
+cudaError_t launch_kernel(const Params& p, BatchKind kind, int num_ctas, cudaStream_t stream);
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-int kernel_ctas_per_sm();
+int kernel_ctas_per_sm(BatchKind kind);
 
 template <typename Params>
 struct KernelEntry {
@@ -30,8 +43,8 @@ struct KernelEntry {
   int head_dim;
   int block_size;
   core::Fusion fusion;
-  cudaError_t (*launch)(const Params&, int num_ctas, cudaStream_t);
-  int (*ctas_per_sm)();  // 0 when the runtime refused the configuration
+  cudaError_t (*launch)(const Params&, BatchKind, int num_ctas, cudaStream_t);
+  int (*ctas_per_sm)(BatchKind);  // 0 when the runtime refused the configuration
 };
 
 // The entry for the problem's combination, or null. Entries with a null
@@ -46,13 +59,15 @@ const KernelEntry<Params>* find_entry(const KernelEntry<Params> (&entries)[kN], 
   return nullptr;
 }
 
-// Sizes the persistent grid for up to `max_tiles` tiles and launches.
+// Sizes the persistent grid for up to `max_tiles` tiles and launches the
+// row's kernel for the problem's kind of batch.
 template <typename Params>
-Status launch_persistent(const KernelEntry<Params>& kernel, const Params& params, int64_t max_tiles,
-                         cudaStream_t stream, const char* what) {
+Status launch_persistent(const KernelEntry<Params>& kernel, const core::Problem& p, const Params& params,
+                         int64_t max_tiles, cudaStream_t stream, const char* what) {
+  const BatchKind kind = batch_kind(p);
   int num_ctas = 0;
-  BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm(), max_tiles, &num_ctas));
-  return core::cuda_status(kernel.launch(params, num_ctas, stream), what);
+  BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm(kind), max_tiles, &num_ctas));
+  return core::cuda_status(kernel.launch(params, kind, num_ctas, stream), what);
 }
 
 }  // namespace blockattn

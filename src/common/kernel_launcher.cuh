@@ -3,6 +3,8 @@
 // every backend's launch and occupancy functions (common/kernel_entry.h).
 #pragma once
 
+#include <type_traits>
+
 #include "common/dense_kernel_entry.h"
 #include "common/kernel_entry.h"
 #include "core/device_info.h"
@@ -30,24 +32,38 @@ struct KernelLauncher {
 
 // The kernel of one table row: each backend's kernel headers specialize
 // KernelOf<their Params, Op, T, D, B, F> with the kernel function (`kernel`)
-// and its config (`Config::kThreads`, `Config::kSmemBytes`).
+// and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add a
+// nested `ShortSequences` with the same two members: the row's kernel for
+// BatchKind::kShort (common/kernel_entry.h).
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
-template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-using LauncherOf = KernelLauncher<Params, KernelOf<Params, Op, T, D, B, F>::kernel,
-                                  KernelOf<Params, Op, T, D, B, F>::Config::kThreads,
-                                  KernelOf<Params, Op, T, D, B, F>::Config::kSmemBytes>;
+template <typename Of, typename = void>
+struct ShortSequencesOf {
+  using type = Of;  // no variant: the row's kernel serves short batches too
+};
+template <typename Of>
+struct ShortSequencesOf<Of, std::void_t<typename Of::ShortSequences>> {
+  using type = typename Of::ShortSequences;
+};
+
+template <typename Params, typename Of>
+using LauncherFor = KernelLauncher<Params, Of::kernel, Of::Config::kThreads, Of::Config::kSmemBytes>;
 
 // The definitions of the functions common/kernel_entry.h declares.
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-cudaError_t launch_kernel(const Params& p, int num_ctas, cudaStream_t stream) {
-  return LauncherOf<Params, Op, T, D, B, F>::launch(p, num_ctas, stream);
+cudaError_t launch_kernel(const Params& p, BatchKind kind, int num_ctas, cudaStream_t stream) {
+  using Of = KernelOf<Params, Op, T, D, B, F>;
+  if (kind == BatchKind::kShort)
+    return LauncherFor<Params, typename ShortSequencesOf<Of>::type>::launch(p, num_ctas, stream);
+  return LauncherFor<Params, Of>::launch(p, num_ctas, stream);
 }
 
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-int kernel_ctas_per_sm() {
-  return LauncherOf<Params, Op, T, D, B, F>::ctas_per_sm();
+int kernel_ctas_per_sm(BatchKind kind) {
+  using Of = KernelOf<Params, Op, T, D, B, F>;
+  if (kind == BatchKind::kShort) return LauncherFor<Params, typename ShortSequencesOf<Of>::type>::ctas_per_sm();
+  return LauncherFor<Params, Of>::ctas_per_sm();
 }
 
 // The dense forward's kernels, the same way: each backend's dense kernel
@@ -86,28 +102,29 @@ int dense_kernel_ctas_per_sm() {
 
 // Explicit instantiation of launch_kernel() and kernel_ctas_per_sm() for one
 // table row; used by the generated sources only (cmake/BlockattnKernels.cmake).
-#define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B, F)                                                  \
-  namespace blockattn {                                                                                       \
-  template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B, F>(const Params&, int, cudaStream_t); \
-  template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B, F>();                                    \
+#define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B, F)                                              \
+  namespace blockattn {                                                                                   \
+  template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B, F>(const Params&, BatchKind, int, \
+                                                                           cudaStream_t);                 \
+  template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B, F>(BatchKind);                       \
   }
 
 // Registers `Arch::kernel_fn<T, D, kCausal>` with config `Arch::ConfigT<T, D>`
 // as the dense forward kernel of backend Arch.
-#define BLOCKATTN_DENSE_KERNEL_OF(Arch, kernel_fn, ConfigT)          \
-  namespace blockattn {                                              \
-  template <typename T, int D, bool kCausal>                         \
-  struct DenseKernelOf<Arch::DenseParams, T, D, kCausal> {           \
-    using Config = Arch::ConfigT<T, D>;                              \
-    static constexpr auto kernel = Arch::kernel_fn<T, D, kCausal>;   \
-  };                                                                 \
+#define BLOCKATTN_DENSE_KERNEL_OF(Arch, kernel_fn, ConfigT)        \
+  namespace blockattn {                                            \
+  template <typename T, int D, bool kCausal>                       \
+  struct DenseKernelOf<Arch::DenseParams, T, D, kCausal> {         \
+    using Config = Arch::ConfigT<T, D>;                            \
+    static constexpr auto kernel = Arch::kernel_fn<T, D, kCausal>; \
+  };                                                               \
   }
 
 // Both instantiations (non-causal, causal) of one dense table row.
-#define BLOCKATTN_INSTANTIATE_DENSE_KERNEL(Params, T, D)                                          \
-  namespace blockattn {                                                                           \
+#define BLOCKATTN_INSTANTIATE_DENSE_KERNEL(Params, T, D)                                           \
+  namespace blockattn {                                                                            \
   template cudaError_t launch_dense_kernel<Params, T, D, false>(const Params&, int, cudaStream_t); \
   template cudaError_t launch_dense_kernel<Params, T, D, true>(const Params&, int, cudaStream_t);  \
-  template int dense_kernel_ctas_per_sm<Params, T, D, false>();                                   \
-  template int dense_kernel_ctas_per_sm<Params, T, D, true>();                                    \
+  template int dense_kernel_ctas_per_sm<Params, T, D, false>();                                    \
+  template int dense_kernel_ctas_per_sm<Params, T, D, true>();                                     \
   }

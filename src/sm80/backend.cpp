@@ -50,7 +50,7 @@ class Sm80Backend final : public core::KernelBackend {
     const int heads_per_block = p.operation == Operation::kForward ? p.shape.num_q_heads : p.shape.num_kv_heads;
     const int64_t max_tiles =
         schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) * heads_per_block;
-    return launch_persistent(*kernel, params, max_tiles, stream, "launching the kPortable kernel");
+    return launch_persistent(*kernel, p, params, max_tiles, stream, "launching the kPortable kernel");
   }
 };
 

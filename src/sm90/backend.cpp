@@ -92,7 +92,7 @@ class Sm90Backend final : public core::KernelBackend {
     params.attn = attention_params(p, s);
     const int64_t max_tiles =  // tiles are (block, query head) in both directions
         schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) * p.shape.num_q_heads;
-    return launch_persistent(*kernel, params, max_tiles, stream, "launching the kHopper kernel");
+    return launch_persistent(*kernel, p, params, max_tiles, stream, "launching the kHopper kernel");
   }
 };
 

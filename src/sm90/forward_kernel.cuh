@@ -31,17 +31,21 @@
 
 namespace blockattn::sm90 {
 
-template <typename T, int D, int B>
+// kConsumerGroups: consumer warpgroups, by default three at D = 32 and two
+// past; the short-sequence kernel (KernelOf below) takes three at D = 64 too.
+template <typename T, int D, int B, int kConsumerGroups = (D <= 32 ? 3 : 2)>
 struct ForwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
-  // Three consumers at D = 32, whose small tiles are bound by each tile's
-  // latency more than by bytes (89.8% -> 99.4% of copy at headdim-d32-h16).
-  // At D = 64 three gain tail-d64 11 points and lose headline-d64 12
-  // (docs/perf.md, "Three forward consumers"), so it keeps two.
-  static constexpr int kConsumers = D <= 32 ? 3 : 2;
+  // Three consumers where tiles are bound by each tile's latency more than
+  // by bytes: D = 32 (89.8% -> 99.4% of copy at headdim-d32-h16) and, at
+  // D = 64, batches of sequences shorter than a block (tail-d64 82% -> 93%);
+  // on long sequences at D = 64 three lose 12 points (docs/perf.md, "Three
+  // forward consumers").
+  static constexpr int kConsumers = kConsumerGroups;
+  static_assert(kConsumers == 2 || kConsumers == 3, "the register split below");
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;  // 64-column chunks per row
   static constexpr int kPaddedD = kChunks * tile::kChunkCols;                    // columns of a tile in smem
@@ -61,9 +65,9 @@ struct ForwardConfig {
 };
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
-template <typename T, int D, int B>
+template <typename T, int D, int B, int C>
 struct ForwardSmem {
-  using Cfg = ForwardConfig<T, D, B>;
+  using Cfg = ForwardConfig<T, D, B, C>;
   unsigned char* tiles;
   Barrier* full;   // producer -> consumer: the stage's bytes have landed
   Barrier* empty;  // consumer -> producer: the stage may be refilled
@@ -84,10 +88,10 @@ struct ForwardSmem {
   __device__ T* v(int stage) const { return q(stage) + Cfg::kTileBytes; }
 };
 
-template <typename T, int D, int B, typename Hooks>
-__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<T, D, B>& sm,
+template <typename T, int D, int B, int C, typename Hooks>
+__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<T, D, B, C>& sm,
                                              const tile::TileCoords& t, int stage, int consumer) {
-  using Cfg = ForwardConfig<T, D, B>;
+  using Cfg = ForwardConfig<T, D, B, C>;
   using Layout = typename Cfg::Layout;
   constexpr int kKeys = Cfg::kKeys;
   const int tid = threadIdx.x - 128 * (1 + consumer);
@@ -149,12 +153,12 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   }
 }
 
-template <typename T, int D, int B, core::Fusion F>
-__global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
+template <typename T, int D, int B, core::Fusion F, int C>
+__global__ void __launch_bounds__(ForwardConfig<T, D, B, C>::kThreads, 1)
     forward_kernel(const __grid_constant__ Params p) {
-  using Cfg = ForwardConfig<T, D, B>;
+  using Cfg = ForwardConfig<T, D, B, C>;
   extern __shared__ unsigned char smem_raw[];
-  const ForwardSmem<T, D, B> sm(smem_raw);
+  const ForwardSmem<T, D, B, C> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
@@ -166,10 +170,22 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, 1)
         load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
       [&](const tile::TileCoords& t, int stage, int consumer) {
-        forward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
+        forward_tile<T, D, B, C>(p, hooks, sm, t, stage, consumer);
       });
 }
 
 }  // namespace blockattn::sm90
 
-BLOCKATTN_KERNEL_OF(sm90, Forward, forward_kernel, ForwardConfig)
+namespace blockattn {
+template <typename T, int D, int B, core::Fusion F>
+struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
+  using Config = sm90::ForwardConfig<T, D, B>;
+  static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers>;
+  // Batches of sequences shorter than a block: three consumers at D <= 64
+  // (the same kernel where that is the default).
+  struct ShortSequences {
+    using Config = sm90::ForwardConfig<T, D, B, (D <= 64 ? 3 : 2)>;
+    static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers>;
+  };
+};
+}  // namespace blockattn
