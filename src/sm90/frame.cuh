@@ -154,8 +154,8 @@ __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int
   int i = consumer;
   for (int tile = first; tile < num_tiles; tile += stride, i += Cfg::kConsumers) {
     const auto slot = RingSlot<Cfg::kStages>::of(i);
-    const auto coords = schedule(tile);  // at its turn, the read overlaps the waits
-    if constexpr (Cfg::kStages % Cfg::kConsumers != 0) {
+    const auto coords = schedule(tile);  // read a tile ahead, or now (overlapping the waits below)
+    if constexpr (kSharedStages<Cfg>) {
       // Stages are shared between consumers (e.g. 5 stages, 3 consumers), so
       // this consumer can reach tile i while the stage still holds tile
       // i - kStages of another consumer, its data not even landed: the full
