@@ -31,20 +31,26 @@
 
 namespace blockattn::sm90 {
 
-// kConsumerGroups: consumer warpgroups, by default three at D = 32 and two
-// past; the short-sequence kernel (KernelOf below) takes three at D = 64 too.
-template <typename T, int D, int B, int kConsumerGroups = (D <= 32 ? 3 : 2)>
+// Consumer warpgroups: three where a tile's latency rather than its bytes
+// bounds the kernel, two where three would cost bandwidth (measured,
+// docs/perf.md "Three forward consumers" and after): D = 32 (89.8% -> 99.4%
+// of copy at headdim-d32-h16), and at D = 64 batches of sequences shorter
+// than a block (tail-d64 83% -> 93%) and the rotary forward (whose rotation
+// latency a third consumer hides: headline-d64 2.73 -> 2.54 ms); long
+// sequences at D = 64 lose 12 points with three.
+constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kind) {
+  if (head_dim <= 32) return 3;
+  if (head_dim <= 64 && (kind == BatchKind::kShort || fusion == core::Fusion::kRotary)) return 3;
+  return 2;
+}
+
+template <typename T, int D, int B, int kConsumerGroups>
 struct ForwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
-  // Three consumers where tiles are bound by each tile's latency more than
-  // by bytes: D = 32 (89.8% -> 99.4% of copy at headdim-d32-h16) and, at
-  // D = 64, batches of sequences shorter than a block (tail-d64 82% -> 93%);
-  // on long sequences at D = 64 three lose 12 points (docs/perf.md, "Three
-  // forward consumers").
-  static constexpr int kConsumers = kConsumerGroups;
+  static constexpr int kConsumers = kConsumerGroups;  // forward_consumers()
   static_assert(kConsumers == 2 || kConsumers == 3, "the register split below");
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;  // 64-column chunks per row
@@ -179,12 +185,11 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C>::kThreads, 1)
 namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
-  using Config = sm90::ForwardConfig<T, D, B>;
+  using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong)>;
   static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers>;
-  // Batches of sequences shorter than a block: three consumers at D <= 64
-  // (the same kernel where that is the default).
+  // The same kernel where the consumer count does not change.
   struct ShortSequences {
-    using Config = sm90::ForwardConfig<T, D, B, (D <= 64 ? 3 : 2)>;
+    using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kShort)>;
     static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers>;
   };
 };
