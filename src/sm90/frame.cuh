@@ -147,7 +147,7 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
 template <typename Cfg, typename CoordsOf, typename TileOp>
 __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int num_tiles, int consumer,
                                               CoordsOf&& coords_of, TileOp&& op) {
-  static_assert(Cfg::kStages > Cfg::kConsumers || Cfg::kStages % Cfg::kConsumers == 0,
+  static_assert(Cfg::kStages > Cfg::kConsumers || !kSharedStages<Cfg>,
                 "the wait on the previous release below needs more stages than consumers");
   const int first = blockIdx.x + consumer * gridDim.x, stride = Cfg::kConsumers * gridDim.x;
   ScheduleReader<Cfg::kConsumersReadAhead, CoordsOf> schedule(coords_of, first, stride, num_tiles);
