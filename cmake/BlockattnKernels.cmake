@@ -5,7 +5,8 @@
 #   ${out_dir}/kernels/<backend>_dense_forward_<dtype>_d<D>.cu   one compile unit per dense kernel
 #                                                 (its causal and non-causal instantiations)
 # Rows are kept when their head dim is in BLOCKATTN_HEAD_DIMS and their block
-# size in BLOCKATTN_BLOCK_SIZES (both lists; empty = all).
+# size in BLOCKATTN_BLOCK_SIZES (both lists; empty = all), and `manual` rows
+# only with BLOCKATTN_MANUAL_KERNELS.
 #
 # blockattn_generate_kernels(<out_dir> <sm80_sources_var> <sm90_sources_var>)
 
@@ -42,7 +43,18 @@ macro(_blockattn_split_row row count what)
   endif()
 endmacro()
 
-# `auto_flag`: the C++ value of the `automatic` column.
+# `auto_use`: the core::AutoUse value of a kernel row's `automatic` column.
+macro(_blockattn_auto_use automatic)
+  if("${automatic}" STREQUAL "auto")
+    set(auto_use kAlways)
+  elseif("${automatic}" STREQUAL "short")
+    set(auto_use kShortBatches)
+  else()
+    set(auto_use kNever)
+  endif()
+endmacro()
+
+# `auto_flag`: the C++ value of a dense row's `automatic` column.
 macro(_blockattn_auto_flag automatic)
   if("${automatic}" STREQUAL "auto")
     set(auto_flag true)
@@ -74,7 +86,7 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
                "${PROJECT_SOURCE_DIR}/src/kernel_table.cmake" "${CMAKE_CURRENT_FUNCTION_LIST_FILE}")
   set(inc "// Generated from src/kernel_table.cmake by cmake/BlockattnKernels.cmake: do not edit.\n")
-  string(APPEND inc "// BLOCKATTN_KERNEL(backend, Operation, DType, C++ type, head_dim, block_size, automatic, Fusion)\n")
+  string(APPEND inc "// BLOCKATTN_KERNEL(backend, Operation, DType, C++ type, head_dim, block_size, AutoUse, Fusion)\n")
   set(sm80_sources "")
   set(sm90_sources "")
   set(wanted_files "")
@@ -88,7 +100,7 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
     list(GET fields 5 fusions)
     list(GET fields 6 automatic)
     if(NOT backend MATCHES "^(sm80|sm90)$" OR NOT op MATCHES "^(forward|backward)$" OR
-       NOT automatic MATCHES "^(auto|manual)$")
+       NOT automatic MATCHES "^(auto|short|manual)$")
       message(FATAL_ERROR "kernel_table.cmake: bad row '${row}'")
     endif()
     if(BLOCKATTN_HEAD_DIMS AND NOT head_dim IN_LIST BLOCKATTN_HEAD_DIMS)
@@ -97,7 +109,10 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
     if(BLOCKATTN_BLOCK_SIZES AND NOT block_size IN_LIST BLOCKATTN_BLOCK_SIZES)
       continue()
     endif()
-    _blockattn_auto_flag("${automatic}")
+    if(automatic STREQUAL "manual" AND NOT BLOCKATTN_MANUAL_KERNELS)
+      continue()
+    endif()
+    _blockattn_auto_use("${automatic}")
     string(REPLACE "," ";" dtypes "${dtypes}")
     string(REPLACE "," ";" fusions "${fusions}")
     foreach(dtype IN LISTS dtypes)
@@ -109,7 +124,7 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
         endif()
         set(op_name "${_BLOCKATTN_OP_NAME_${op}}")
         string(APPEND inc "BLOCKATTN_KERNEL(${backend}, ${op_name}, ${_BLOCKATTN_DTYPE_ENUM_${dtype}}, ${cpp_type}, "
-                          "${head_dim}, ${block_size}, ${auto_flag}, ${fusion_name})\n")
+                          "${head_dim}, ${block_size}, ${auto_use}, ${fusion_name})\n")
         set(name "${backend}_${op}_${dtype}_d${head_dim}_b${block_size}")
         if(NOT fusion STREQUAL "none")
           string(APPEND name "_${fusion}")
@@ -136,6 +151,9 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
       message(FATAL_ERROR "kernel_table.cmake: bad dense row '${row}'")
     endif()
     if(BLOCKATTN_HEAD_DIMS AND NOT head_dim IN_LIST BLOCKATTN_HEAD_DIMS)
+      continue()
+    endif()
+    if(automatic STREQUAL "manual" AND NOT BLOCKATTN_MANUAL_KERNELS)
       continue()
     endif()
     _blockattn_auto_flag("${automatic}")

@@ -9,8 +9,12 @@
 #              rotary: rotary embeddings fused into the loads and gradient
 #                      stores (tile/rotary.cuh); one more kernel per dtype
 #   automatic  auto:   Backend::kAuto may choose this kernel
+#              short:  kAuto chooses it for batches of sequences shorter than a
+#                      block on average (core/batch_kind.h), where it measured
+#                      faster; for other batches it is manual
 #              manual: only when asked for by name (another backend measured
-#                      faster on the same problem; docs/perf.md)
+#                      faster on the same problem; docs/perf.md), and built
+#                      only with -DBLOCKATTN_MANUAL_KERNELS=ON
 #
 # Adding a head dim or a block size: a row here, plus whatever the kernels
 # genuinely lack for it (docs/architecture.md, "Adding a kernel").
@@ -26,7 +30,9 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     forward    192       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 98.3% vs 84.8% (2 stages)
   "sm90     forward    224       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 96.0% vs 72.3%
   "sm90     forward    256       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 91.7-92.2% vs 89.0-89.7%
-  "sm90     backward   64        64          bf16,fp16  none         manual"  # sm80 measured faster at D = 64 (4.56 vs 4.79 ms)
+  # D = 64, same run (2026-11-25, % of copy): tail-d64 77.8-79.0% against
+  # sm80's 70.0-70.9%; headline-d64 83.4-83.6% against 85.5-85.8%.
+  "sm90     backward   64        64          bf16,fp16  none         short"
   "sm90     backward   64        64          bf16,fp16  rotary       auto"    # 6.16 vs sm80's 7.77 ms (docs/perf.md, "Build time")
   "sm90     backward   128       64          bf16,fp16  none,rotary  auto"    # rotary: 6.95 vs sm80's 7.73 ms
   "sm90     backward   32        64          bf16,fp16  none         auto"    # 93% of copy (exact 32-column boxes) vs sm80's 64.7%

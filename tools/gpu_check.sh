@@ -24,9 +24,10 @@ want() { [[ " $STEPS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
 if want build; then
-  # The full kernel table, even in a build folder configured earlier with a
-  # restricted set (CMake keeps cached values).
+  # The full kernel table, manual rows included, even in a build folder
+  # configured earlier with a restricted set (CMake keeps cached values).
   if cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBLOCKATTN_HEAD_DIMS= -DBLOCKATTN_BLOCK_SIZES= \
+       -DBLOCKATTN_MANUAL_KERNELS=ON \
        >"$OUT/build.log" 2>&1 &&
      cmake --build build -j 16 >>"$OUT/build.log" 2>&1; then
     note build "ok ($(grep -c 'spill' "$OUT/build.log") ptxas spill lines)"

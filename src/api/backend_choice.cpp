@@ -17,7 +17,7 @@ Status choose_backend(const core::Problem& p, const core::KernelBackend** chosen
       backends::in_preference_order(), p, p.backend,
       [&](const core::KernelBackend& b) {
         const KernelConfig* row = core::find_kernel(b.id(), p);
-        return row != nullptr && row->automatic;
+        return row != nullptr && core::automatic_for(*row, p);
       },
       chosen);
 }

@@ -7,23 +7,12 @@
 #include <cuda_runtime_api.h>
 
 #include "blockattn/blockattn.h"
+#include "core/batch_kind.h"
 #include "core/device_info.h"
 #include "core/problem.h"
 #include "core/status.h"
 
 namespace blockattn {
-
-// What a table row's kernel may be specialized for besides the row: batches
-// whose sequences are shorter than a block on average (a partial tile each),
-// where each tile's latency rather than its bytes bounds a kernel. A row
-// may carry a second kernel for them (KernelOf<...>::ShortSequences,
-// common/kernel_launcher.cuh); rows without one run their kernel for both.
-enum class BatchKind { kLong, kShort };
-
-inline BatchKind batch_kind(const core::Problem& p) {
-  return p.shape.total_tokens < static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size ? BatchKind::kShort
-                                                                                            : BatchKind::kLong;
-}
 
 // Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy
 // query that also raises the dynamic shared-memory limit once per device; 0

@@ -4,17 +4,28 @@
 #include <iterator>
 #include <set>
 
+#include "core/batch_kind.h"
+
 namespace blockattn::core {
 namespace {
 
 #define BLOCKATTN_KERNEL_BACKEND_sm80 Backend::kPortable
 #define BLOCKATTN_KERNEL_BACKEND_sm90 Backend::kHopper
-#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto, Fuse) \
-  {BLOCKATTN_KERNEL_BACKEND_##arch, Operation::k##Op, DType::k##DT, D, B, Auto, Fusion::k##Fuse == Fusion::kRotary},
+#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto, Fuse)                                 \
+  {BLOCKATTN_KERNEL_BACKEND_##arch, Operation::k##Op, DType::k##DT, D, B, AutoUse::Auto != AutoUse::kNever, \
+   Fusion::k##Fuse == Fusion::kRotary},
 constexpr KernelConfig kRows[] = {
 #include "blockattn_kernel_table.inc"
 };
 #undef BLOCKATTN_KERNEL
+
+// kRows' `automatic` in full (the public KernelConfig says only "ever").
+#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto, Fuse) AutoUse::Auto,
+constexpr AutoUse kAutoUse[] = {
+#include "blockattn_kernel_table.inc"
+};
+#undef BLOCKATTN_KERNEL
+static_assert(std::size(kAutoUse) == std::size(kRows));
 
 template <typename Field>
 std::string joined_values(Field field) {
@@ -40,6 +51,17 @@ const KernelConfig* find_kernel(Backend backend, const Problem& p) {
   return nullptr;
 }
 
+bool automatic_for(const KernelConfig& row, const Problem& p) {
+  switch (kAutoUse[&row - kRows]) {
+    case AutoUse::kAlways:
+      return true;
+    case AutoUse::kShortBatches:
+      return batch_kind(p) == BatchKind::kShort;
+    default:
+      return false;
+  }
+}
+
 bool any_backend_has_kernel(const Problem& p) {
   return std::any_of(std::begin(kRows), std::end(kRows),
                      [&](const KernelConfig& c) { return find_kernel(c.backend, p) != nullptr; });
@@ -49,7 +71,8 @@ Status no_kernel(const char* who, const Problem& p) {
   return unsupported(who, " has no ", operation_name(p.operation), " kernel for ", dtype_name(p.shape.dtype),
                      ", head_dim ", p.shape.head_dim, ", block_size ", p.shape.block_size,
                      p.fusion() == Fusion::kRotary ? " with rotary" : "",
-                     " (supported_configs() lists what this build has)");
+                     " (supported_configs() lists what this build has; the CMake options BLOCKATTN_HEAD_DIMS, "
+                     "BLOCKATTN_BLOCK_SIZES and BLOCKATTN_MANUAL_KERNELS choose what is built)");
 }
 
 bool any_kernel_has_head_dim(int head_dim) {

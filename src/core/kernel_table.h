@@ -1,7 +1,7 @@
 // The kernel table: which (backend, operation, dtype, head dim, block size,
 // fusion) combinations this build contains. It is generated at configure time from
 // src/kernel_table.cmake (the one place a combination is added), filtered by
-// the BLOCKATTN_HEAD_DIMS / BLOCKATTN_BLOCK_SIZES options, into
+// the BLOCKATTN_HEAD_DIMS / BLOCKATTN_BLOCK_SIZES / BLOCKATTN_MANUAL_KERNELS options, into
 // blockattn_kernel_table.inc: one line
 //   BLOCKATTN_KERNEL(arch, Op, DT, Type, head_dim, block_size, automatic, Fusion)
 // per compiled kernel. This header turns it into data for validation, backend
@@ -28,9 +28,16 @@ struct KernelTable {
 
 KernelTable kernel_table();
 
+// When kAuto may take a row (the table's `automatic` column): always, for
+// batches of short sequences only (core/batch_kind.h), or never.
+enum class AutoUse { kAlways, kShortBatches, kNever };
+
 // The backend's row for the problem's combination (operation, dtype, head
 // dim, block size, fusion), or null.
 const KernelConfig* find_kernel(Backend backend, const Problem& p);
+
+// Whether kAuto may take `row` (one of find_kernel's) for this problem.
+bool automatic_for(const KernelConfig& row, const Problem& p);
 
 // Whether any backend's row matches the problem's combination.
 bool any_backend_has_kernel(const Problem& p);

@@ -1,9 +1,10 @@
-// The host's choice between a table row's kernel and its short-sequence
-// variant (common/kernel_entry.h): a batch is short when its sequences average
-// under one block, whatever else its shape is.
+// The host's rule for batches of short sequences (core/batch_kind.h), which
+// picks a row's short-sequence kernel and the rows kAuto takes for such
+// batches: a batch is short when its sequences average under one block,
+// whatever else its shape is.
 #include <gtest/gtest.h>
 
-#include "common/kernel_entry.h"
+#include "core/batch_kind.h"
 #include "core/problem.h"
 
 namespace blockattn {
