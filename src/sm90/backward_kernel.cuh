@@ -35,7 +35,17 @@
 
 namespace blockattn::sm90 {
 
-template <typename T, int D, int B>
+// Where dS is staged for dK's transposed operand: in a scratch tile of its
+// own beside P's, or in the tile's V buffer once dV has left it. The second
+// frees 8 KB per consumer, which at D = 64 makes 6 stages, two per consumer,
+// out of 5 shared by three. Measured (docs/perf.md, "dS in V's buffer"): on
+// short sequences it gains ~1 point (tail-d64 79.7-81.7% of copy against
+// 79.5-79.8%), on long ones it loses one (headline-d64 82.8-82.9% against
+// 83.4-83.8%), and at D = 128 it changed nothing; so only the D = 64 kernel
+// for short sequences takes it.
+constexpr bool stage_ds_in_v(int head_dim, BatchKind kind) { return head_dim == 64 && kind == BatchKind::kShort; }
+
+template <typename T, int D, int B, bool kDsInVBuffer>
 struct BackwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows and key rows of a tile, and the TMA box rows
@@ -55,25 +65,29 @@ struct BackwardConfig {
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
-  // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB: the third
-  // consumer's scratch needs the room of the sixth); at D = 160 and 192, 2
-  // (one per consumer: one's next tile lands while the other computes; with
-  // the scratch, 225 KB of the 227 KB a CTA may have). Past 192 columns a
-  // stage is 128 KB and only one fits: no kernel there.
-  static constexpr int kStages = (kConsumers == 3 ? 160 * 1024 : 192 * 1024) / kStageBytes;
   static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
-  static constexpr int kScratchBytes = 2 * kProbTileBytes;  // per consumer
+  static constexpr bool kDsInV = kDsInVBuffer;  // stage_ds_in_v()
+  static_assert(!kDsInV || kTileBytes >= kProbTileBytes, "dS fits in V's buffer");
+  static constexpr int kScratchBytes = (kDsInV ? 1 : 2) * kProbTileBytes;  // per consumer
+  // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB beside three
+  // consumers' P and dS scratch), or 6 (two per consumer) with dS in V's
+  // buffer; at D = 32, 10; at D = 160 and 192, 2 (one per consumer: one's
+  // next tile lands while the other computes; with the scratch, 225 KB of
+  // the 227 KB a CTA may have). Past 192 columns a stage is 128 KB and only
+  // one fits: no kernel there.
+  static constexpr int kStages = (kConsumers == 3 && !kDsInV ? 160 * 1024 : 192 * 1024) / kStageBytes;
   static constexpr int kSmemBytes =
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
   static constexpr bool kEmptyEntries = true;         // the tiles table: sequences packed into an earlier tile
+  static constexpr bool kReleasePerThread = kDsInV;   // dS^T is read across warps from the stage (frame.cuh)
   static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's ScheduleReader)
 };
 
-template <typename T, int D, int B>
+template <typename T, int D, int B, bool S>
 struct BackwardSmem {
-  using Cfg = BackwardConfig<T, D, B>;
+  using Cfg = BackwardConfig<T, D, B, S>;
   unsigned char* tiles;
   unsigned char* scratch;
   Barrier* full;
@@ -90,19 +104,24 @@ struct BackwardSmem {
   __device__ T* v(int stage) const { return q(stage) + Cfg::kTileBytes; }
   __device__ T* dout(int stage) const { return q(stage) + 3 * Cfg::kTileBytes / 2; }
   __device__ T* probs(int consumer) const { return reinterpret_cast<T*>(scratch + consumer * Cfg::kScratchBytes); }
-  __device__ T* dscores(int consumer) const { return probs(consumer) + Cfg::kProbTileBytes / 2; }
+  // dS's staging: V's buffer once dV has left it (Cfg::kDsInV), else the
+  // consumer's second scratch tile.
+  __device__ T* dscores(int stage, int consumer) const {
+    if constexpr (Cfg::kDsInV) return v(stage);
+    return probs(consumer) + Cfg::kProbTileBytes / 2;
+  }
 };
 
-template <typename T, int D, int B, typename Hooks>
-__device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hooks, const BackwardSmem<T, D, B>& sm,
+template <typename T, int D, int B, bool S, typename Hooks>
+__device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hooks, const BackwardSmem<T, D, B, S>& sm,
                                               const tile::TileCoords& t, int stage, int consumer) {
-  using Cfg = BackwardConfig<T, D, B>;
+  using Cfg = BackwardConfig<T, D, B, S>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = tile::SwizzledRows<Cfg::kKeys>;
   constexpr int kRows = Cfg::kRows, kKeys = Cfg::kKeys, kPaddedD = Cfg::kPaddedD;
   const uint32_t barrier_id = 1 + consumer;
   T* probs_tile = sm.probs(consumer);
-  T* dscores_tile = sm.dscores(consumer);
+  T* dscores_tile = sm.dscores(stage, consumer);
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
@@ -145,9 +164,9 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
   tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
   tile::stage_rows<ProbLayout, T>(s, one, probs_tile, row0, 0, lane);
-  tile::stage_rows<ProbLayout, T>(ds, one, dscores_tile, row0, 0, lane);
+  if constexpr (!Cfg::kDsInV) tile::stage_rows<ProbLayout, T>(ds, one, dscores_tile, row0, 0, lane);
   tile::OperandA<kKeys> ds_op = tile::to_operand<T>(ds);
-  named_barrier_sync(barrier_id, 128);  // P and dS of all rows are in place; S and dP are done with V
+  named_barrier_sync(barrier_id, 128);  // P (and dS) of all rows are in place; S and dP are done with V
 
   // dV = P^T dO, staged in this warp's key rows of V.
   {
@@ -159,7 +178,10 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
                                              p.dv.token_stride, valid, lane);
   }
 
-  named_barrier_sync(barrier_id, 128);  // no warp's dV product reads dO any more: dQ is staged there
+  // No warp's dV product reads dO any more, nor its dV rows in V: dQ is
+  // staged in dO, and dS (kDsInV) in V.
+  named_barrier_sync(barrier_id, 128);
+  if constexpr (Cfg::kDsInV) tile::stage_operand_rows<ProbLayout>(ds_op, dscores_tile, row0, lane);
 
   // dQ = scale dS K, a chunk's columns at a time (B = one chunk of K), or
   // whole rows where the epilogue needs them (fewer live registers otherwise).
@@ -184,12 +206,17 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   __syncwarp();
   tile::store_rows<Layout, D>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
                               lane);
-  // dS^T of this warp's key rows, read before the barrier below: the next
-  // tile's dS rows land in this tile only after it, so no warp's staging can
-  // overwrite rows another warp is still reading (compute-sanitizer racecheck
-  // reported exactly that when this load came after the barrier).
-  tile::OperandA<kRows> dst = transposed_rows<T, kRows, kKeys>(dscores_tile, row0, lane);
+  // dS^T of this warp's key rows. In the consumer's own scratch it is read
+  // before the barrier below: the next tile's dS rows land there only after
+  // it, so no warp's staging can overwrite rows another warp is still reading
+  // (compute-sanitizer racecheck reported exactly that when this load came
+  // after the barrier). In V's buffer it is read after the barrier, which is
+  // the one that has every warp's dS rows staged; the buffer is next written
+  // by TMA, after every warp has released the stage.
+  tile::OperandA<kRows> dst;
+  if constexpr (!Cfg::kDsInV) dst = transposed_rows<T, kRows, kKeys>(dscores_tile, row0, lane);
   named_barrier_sync(barrier_id, 128);  // no warp's dQ product reads K any more: dK is staged there
+  if constexpr (Cfg::kDsInV) dst = transposed_rows<T, kRows, kKeys>(dscores_tile, row0, lane);
 
   // dK = scale dS^T Q.
   {
@@ -201,12 +228,12 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   }
 }
 
-template <typename T, int D, int B, core::Fusion F>
-__global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
+template <typename T, int D, int B, core::Fusion F, bool S>
+__global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
     backward_kernel(const __grid_constant__ Params p) {
-  using Cfg = BackwardConfig<T, D, B>;
+  using Cfg = BackwardConfig<T, D, B, S>;
   extern __shared__ unsigned char smem_raw[];
-  const BackwardSmem<T, D, B> sm(smem_raw);
+  const BackwardSmem<T, D, B, S> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
@@ -220,7 +247,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
         load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
       [&](const tile::TileCoords& t, int stage, int consumer) {
-        backward_tile<T, D, B>(p, hooks, sm, t, stage, consumer);
+        backward_tile<T, D, B, S>(p, hooks, sm, t, stage, consumer);
       });
 }
 
@@ -236,8 +263,13 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, 1)
 namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> {
-  using Config = sm90::BackwardConfig<T, D, B>;
-  static constexpr auto kernel = sm90::backward_kernel<T, D, B, F>;
+  using Config = sm90::BackwardConfig<T, D, B, sm90::stage_ds_in_v(D, BatchKind::kLong)>;
+  static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, Config::kDsInV>;
+  // The same kernel where dS's staging does not change.
+  struct ShortSequences {
+    using Config = sm90::BackwardConfig<T, D, B, sm90::stage_ds_in_v(D, BatchKind::kShort)>;
+    static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, Config::kDsInV>;
+  };
 };
 #define BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(D)                                 \
   template <typename T, core::Fusion F>                                         \

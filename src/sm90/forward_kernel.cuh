@@ -67,6 +67,7 @@ struct ForwardConfig {
   // with three. The producer needs ~40 for its TMA coordinates without spilling.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
   static constexpr bool kEmptyEntries = false;       // the blocks table has none (frame.cuh)
+  static constexpr bool kReleasePerThread = false;   // racecheck-clean with one arrival per warp (frame.cuh)
   static constexpr bool kConsumersReadAhead = true;  // each consumer's schedule read a tile ahead (frame.cuh)
 };
 

@@ -45,11 +45,15 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
 // __syncwarp, the ordering of the other lanes' accesses rests on the warp
 // barrier's cumulativity, which compute-sanitizer racecheck does not model
 // (it reported ~25K hazards per case at D = 64 on short sequences; 0 with
-// per-thread arrivals).
+// per-thread arrivals). A config whose tile op reads its stage across warps
+// with generic loads asks for the same (Cfg::kReleasePerThread; 24 hazards
+// in the backward at D = 64 when its dS moved into V's buffer).
 template <typename Cfg>
 inline constexpr bool kSharedStages = Cfg::kStages % Cfg::kConsumers != 0;
 template <typename Cfg>
-inline constexpr int kReleasesPerStage = kSharedStages<Cfg> ? 128 : 4;
+inline constexpr bool kPerThreadRelease = kSharedStages<Cfg> || Cfg::kReleasePerThread;
+template <typename Cfg>
+inline constexpr int kReleasesPerStage = kPerThreadRelease<Cfg> ? 128 : 4;
 
 // Initializes the ring's barriers (a stage is released by the consumer that
 // read it: kReleasesPerStage arrivals), then runs `producer()` on
@@ -78,10 +82,10 @@ __device__ __forceinline__ void release_stage(Barrier& empty, int lane) {
   if (lane == 0) empty.arrive();
 }
 
-// A consumer's release of its stage (kSharedStages above).
+// A consumer's release of its stage (kPerThreadRelease above).
 template <typename Cfg>
 __device__ __forceinline__ void release_consumer_stage(Barrier& empty, int lane) {
-  if constexpr (kSharedStages<Cfg>) {
+  if constexpr (kPerThreadRelease<Cfg>) {
     fence_async_shared();
     empty.arrive();
   } else {

@@ -26,6 +26,22 @@ __device__ __forceinline__ void stage_rows(const Accumulator<kN>& acc, const Row
   }
 }
 
+// The same for an accumulator already packed into A-operand fragments
+// (to_operand): the bits stage_rows writes with a scale of 1, from half the
+// registers.
+template <typename Layout, int kK, typename T>
+__device__ __forceinline__ void stage_operand_rows(const OperandA<kK>& op, T* tile, int row0, int lane) {
+  const int r = row0 + lane / 4;
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    const int col = 16 * kk + 2 * (lane % 4);
+    *reinterpret_cast<uint32_t*>(tile + Layout::offset(r, col)) = op.a[kk][0];
+    *reinterpret_cast<uint32_t*>(tile + Layout::offset(r + 8, col)) = op.a[kk][1];
+    *reinterpret_cast<uint32_t*>(tile + Layout::offset(r, col + 8)) = op.a[kk][2];
+    *reinterpret_cast<uint32_t*>(tile + Layout::offset(r + 8, col + 8)) = op.a[kk][3];
+  }
+}
+
 // Stores a warp's 16 staged rows [row0, row0 + 16) of a kCols-wide tile to
 // `dst` (rows `row_stride` elements apart) with 16-byte stores, skipping rows
 // at or past valid_rows.
