@@ -38,10 +38,9 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
     BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
         schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, capacity, stream),
         "launching the block-schedule kernel"));
-  // The backward takes the tiles with short sequences packed (one tile's
-  // fixed cost for several of them); the forward the blocks as they are,
-  // which measured faster there (docs/perf.md, "Packed short sequences").
-  const bool packed = p.operation == Operation::kBackward;
+  // The tiles with short sequences packed (one tile's fixed cost for several
+  // of them) or the blocks as they are: the backend's kernel decides.
+  const bool packed = backend->reads_packed_tiles(p);
   return backend->launch(
       p, schedule::WorkspaceLayout::schedule(workspace, capacity, num_seqs, tokens, s.block_size, packed), stream);
 }

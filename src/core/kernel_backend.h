@@ -25,6 +25,11 @@ class KernelBackend {
   // side-effect free: it launches nothing.
   virtual Status supports(const Problem& p) const = 0;
 
+  // Which of the schedule's tables launch() reads for the problem: the tiles,
+  // where runs of short sequences share a tile (schedule/block_schedule.h),
+  // or the blocks as they are.
+  virtual bool reads_packed_tiles(const Problem& p) const = 0;
+
   // Enqueues the kernel for a problem supports() accepted, reading the
   // schedule that was enqueued before it on the same stream.
   virtual Status launch(const Problem& p, const schedule::Schedule& s, cudaStream_t stream) const = 0;

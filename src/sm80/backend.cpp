@@ -33,6 +33,10 @@ class Sm80Backend final : public core::KernelBackend {
     return Status::Ok();
   }
 
+  // The backward packs short sequences; the forward measured faster on the
+  // blocks as they are (docs/perf.md, "Packed short sequences").
+  bool reads_packed_tiles(const Problem& p) const override { return p.operation == Operation::kBackward; }
+
   Status launch(const Problem& p, const schedule::Schedule& s, cudaStream_t stream) const override {
     const KernelEntry<Params>* kernel = find_entry(kKernels, p);
     Params params{};

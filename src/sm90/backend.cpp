@@ -68,6 +68,13 @@ class Sm90Backend final : public core::KernelBackend {
     return Status::Ok();
   }
 
+  // The backward packs short sequences, and so does the forward's kernel for
+  // batches of them where it measured faster (sm90/params.h).
+  bool reads_packed_tiles(const Problem& p) const override {
+    return p.operation == Operation::kBackward ||
+           (batch_kind(p) == BatchKind::kShort && forward_packs_short_sequences(p.shape.head_dim));
+  }
+
   Status launch(const Problem& p, const schedule::Schedule& s, cudaStream_t stream) const override {
     const KernelEntry<Params>* kernel = find_entry(kKernels, p);
     // The tensor maps are encoded by a driver entry point, which needs the

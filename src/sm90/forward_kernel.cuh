@@ -44,7 +44,7 @@ constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kin
   return 2;
 }
 
-template <typename T, int D, int B, int kConsumerGroups>
+template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles>
 struct ForwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
@@ -66,15 +66,21 @@ struct ForwardConfig {
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152
   // with three. The producer needs ~40 for its TMA coordinates without spilling.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
-  static constexpr bool kEmptyEntries = false;       // the blocks table has none (frame.cuh)
-  static constexpr bool kReleasePerThread = false;   // racecheck-clean with one arrival per warp (frame.cuh)
+  // The tiles table (runs of short sequences packed, for batches of them:
+  // forward_packs_short_sequences()) or the blocks table, which has no empty
+  // entries (frame.cuh).
+  static constexpr bool kPacked = kPackedTiles;
+  static constexpr bool kEmptyEntries = kPackedTiles;
+  // One arrival per warp is racecheck-clean on the blocks table, not on the
+  // packed tiles (frame.cuh).
+  static constexpr bool kReleasePerThread = kPackedTiles;
   static constexpr bool kConsumersReadAhead = true;  // each consumer's schedule read a tile ahead (frame.cuh)
 };
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
-template <typename T, int D, int B, int C>
+template <typename T, int D, int B, int C, bool P>
 struct ForwardSmem {
-  using Cfg = ForwardConfig<T, D, B, C>;
+  using Cfg = ForwardConfig<T, D, B, C, P>;
   unsigned char* tiles;
   Barrier* full;   // producer -> consumer: the stage's bytes have landed
   Barrier* empty;  // consumer -> producer: the stage may be refilled
@@ -95,10 +101,10 @@ struct ForwardSmem {
   __device__ T* v(int stage) const { return q(stage) + Cfg::kTileBytes; }
 };
 
-template <typename T, int D, int B, int C, typename Hooks>
-__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<T, D, B, C>& sm,
+template <typename T, int D, int B, int C, bool P, typename Hooks>
+__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<T, D, B, C, P>& sm,
                                              const tile::TileCoords& t, int stage, int consumer) {
-  using Cfg = ForwardConfig<T, D, B, C>;
+  using Cfg = ForwardConfig<T, D, B, C, P>;
   using Layout = typename Cfg::Layout;
   constexpr int kKeys = Cfg::kKeys;
   const int tid = threadIdx.x - 128 * (1 + consumer);
@@ -129,7 +135,10 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   fence_registers(s.regs());
 
   float row_sum[2];
-  tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
+  if constexpr (Cfg::kPacked)  // each row sees its own sequence's keys
+    tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
+  else
+    tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
   tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
 
   // O = P V over the block's keys; V is the transposed (MN-major) B operand.
@@ -160,12 +169,12 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   }
 }
 
-template <typename T, int D, int B, core::Fusion F, int C>
-__global__ void __launch_bounds__(ForwardConfig<T, D, B, C>::kThreads, 1)
+template <typename T, int D, int B, core::Fusion F, int C, bool P>
+__global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
     forward_kernel(const __grid_constant__ Params p) {
-  using Cfg = ForwardConfig<T, D, B, C>;
+  using Cfg = ForwardConfig<T, D, B, C, P>;
   extern __shared__ unsigned char smem_raw[];
-  const ForwardSmem<T, D, B, C> sm(smem_raw);
+  const ForwardSmem<T, D, B, C, P> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
@@ -177,7 +186,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C>::kThreads, 1)
         load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
       [&](const tile::TileCoords& t, int stage, int consumer) {
-        forward_tile<T, D, B, C>(p, hooks, sm, t, stage, consumer);
+        forward_tile<T, D, B, C, P>(p, hooks, sm, t, stage, consumer);
       });
 }
 
@@ -186,12 +195,15 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C>::kThreads, 1)
 namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
-  using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong)>;
-  static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers>;
-  // The same kernel where the consumer count does not change.
+  using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong), false>;
+  static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, false>;
+  // For batches of short sequences: forward_consumers()'s count, and packed
+  // tiles where forward_packs_short_sequences(); the same kernel where
+  // neither changes.
   struct ShortSequences {
-    using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kShort)>;
-    static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers>;
+    using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kShort),
+                                       sm90::forward_packs_short_sequences(D)>;
+    static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, Config::kPacked>;
   };
 };
 }  // namespace blockattn

@@ -45,9 +45,10 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
 // __syncwarp, the ordering of the other lanes' accesses rests on the warp
 // barrier's cumulativity, which compute-sanitizer racecheck does not model
 // (it reported ~25K hazards per case at D = 64 on short sequences; 0 with
-// per-thread arrivals). A config whose tile op reads its stage across warps
-// with generic loads asks for the same (Cfg::kReleasePerThread; 24 hazards
-// in the backward at D = 64 when its dS moved into V's buffer).
+// per-thread arrivals). A config may ask for the same where racecheck
+// reports hazards with one arrival per warp (Cfg::kReleasePerThread): 24 in
+// the backward at D = 64 once its dS moved into V's buffer, read across
+// warps; 12 in the forward on packed tiles.
 template <typename Cfg>
 inline constexpr bool kSharedStages = Cfg::kStages % Cfg::kConsumers != 0;
 template <typename Cfg>
@@ -125,11 +126,12 @@ struct ScheduleReader {
 };
 
 // The producer's walk over the CTA's tiles (tile = blockIdx.x + i * gridDim.x).
-// Where the table may hold empty entries (Cfg::kEmptyEntries: the backward's
-// tiles table), an empty one still takes its ring slot, unloaded, so that
-// producer and consumers keep counting slots alike; the check is compiled
-// only there (as a run-time branch in the forward's loop it cost the D = 64
-// forward 4% on partial-heavy batches, docs/perf.md).
+// Where the table may hold empty entries (Cfg::kEmptyEntries: the packed
+// tiles table of the backward and of the short-sequence forward), an empty
+// one still takes its ring slot, unloaded, so that producer and consumers
+// keep counting slots alike; the check is compiled only there (as a run-time
+// branch in the forward's loop it cost the D = 64 forward 4% on
+// partial-heavy batches, docs/perf.md).
 template <typename Cfg, typename CoordsOf, typename Load>
 __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
                                               Load&& load) {
