@@ -30,8 +30,9 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     forward    192       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 98.3% vs 84.8% (2 stages)
   "sm90     forward    224       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 96.0% vs 72.3%
   "sm90     forward    256       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 91.7-92.2% vs 89.0-89.7%
-  # D = 64, same run (2026-11-25, % of copy): tail-d64 77.8-79.0% against
-  # sm80's 70.0-70.9%; headline-d64 83.4-83.6% against 85.5-85.8%.
+  # kAuto takes it for short sequences only (2026-11-25, same run, % of copy):
+  # tail-d64 77.8-79.0% against sm80's 70.0-70.9% (78.6-81.7% since with dS
+  # in V's buffer); headline-d64 83.4-83.6% against 85.5-85.8%.
   "sm90     backward   64        64          bf16,fp16  none         short"
   "sm90     backward   64        64          bf16,fp16  rotary       auto"    # 6.16 vs sm80's 7.77 ms (docs/perf.md, "Build time")
   "sm90     backward   128       64          bf16,fp16  none,rotary  auto"    # rotary: 6.95 vs sm80's 7.73 ms

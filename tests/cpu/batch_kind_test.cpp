@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/batch_kind.h"
+#include "core/kernel_table.h"
 #include "core/problem.h"
 
 namespace blockattn {
@@ -34,6 +35,31 @@ TEST(BatchKind, OneBlockOnAverageIsLong) {
 TEST(BatchKind, NoProductOverflow) {
   // 2^31 - 1 sequences of 2^30 tokens would overflow a 32-bit product.
   EXPECT_EQ(batch_kind(batch(int64_t{1} << 40, 2147483647, 1 << 30)), BatchKind::kShort);
+}
+
+// The table's `short` rows reach kAuto only for short batches; `auto` rows
+// for every batch. Checked on the rows this build has (the sm90 backward at
+// D = 64 is the `short` one; the sm80 forward at D = 64 an `auto` one).
+TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
+  core::Problem p = batch(643355, 20000, 64);
+  p.operation = Operation::kBackward;
+  p.shape.dtype = DType::kBF16;
+  p.shape.head_dim = 64;
+  const KernelConfig* row = core::find_kernel(Backend::kHopper, p);
+  if (row == nullptr) GTEST_SKIP() << "this build has no sm90 bf16 backward at head_dim 64 (BLOCKATTN_HEAD_DIMS)";
+  EXPECT_TRUE(row->automatic);  // the public flag: kAuto may choose it
+  EXPECT_TRUE(core::automatic_for(*row, p));
+  p.shape.total_tokens = 1629975;  // the headline batch: 1,415 tokens a sequence
+  p.shape.num_seqs = 1152;
+  EXPECT_FALSE(core::automatic_for(*row, p));
+
+  p.operation = Operation::kForward;
+  const KernelConfig* portable = core::find_kernel(Backend::kPortable, p);
+  ASSERT_NE(portable, nullptr);
+  EXPECT_TRUE(core::automatic_for(*portable, p));
+  p.shape.total_tokens = 643355;
+  p.shape.num_seqs = 20000;
+  EXPECT_TRUE(core::automatic_for(*portable, p));
 }
 
 }  // namespace
