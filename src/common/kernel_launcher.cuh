@@ -34,7 +34,7 @@ struct KernelLauncher {
 // KernelOf<their Params, Op, T, D, B, F> with the kernel function (`kernel`)
 // and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add a
 // nested `ShortSequences` with the same two members: the row's kernel for
-// BatchKind::kShort (common/kernel_entry.h).
+// BatchKind::kShort (core/batch_kind.h).
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
