@@ -11,15 +11,20 @@ namespace {
 
 #define BLOCKATTN_KERNEL_BACKEND_sm80 Backend::kPortable
 #define BLOCKATTN_KERNEL_BACKEND_sm90 Backend::kHopper
-#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto, Fuse)                                 \
-  {BLOCKATTN_KERNEL_BACKEND_##arch, Operation::k##Op, DType::k##DT, D, B, AutoUse::Auto != AutoUse::kNever, \
-   Fusion::k##Fuse == Fusion::kRotary},
+// The public row: KernelConfig::automatic says only whether kAuto may ever
+// take it (kAutoUse below has when).
+constexpr KernelConfig public_row(Backend backend, Operation op, DType dtype, int head_dim, int block_size, AutoUse use,
+                                  Fusion fusion) {
+  return {backend, op, dtype, head_dim, block_size, use != AutoUse::kNever, fusion == Fusion::kRotary};
+}
+#define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto, Fuse) \
+  public_row(BLOCKATTN_KERNEL_BACKEND_##arch, Operation::k##Op, DType::k##DT, D, B, AutoUse::Auto, Fusion::k##Fuse),
 constexpr KernelConfig kRows[] = {
 #include "blockattn_kernel_table.inc"
 };
 #undef BLOCKATTN_KERNEL
 
-// kRows' `automatic` in full (the public KernelConfig says only "ever").
+// When kAuto may take each row of kRows.
 #define BLOCKATTN_KERNEL(arch, Op, DT, Type, D, B, Auto, Fuse) AutoUse::Auto,
 constexpr AutoUse kAutoUse[] = {
 #include "blockattn_kernel_table.inc"

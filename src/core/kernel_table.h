@@ -3,7 +3,7 @@
 // src/kernel_table.cmake (the one place a combination is added), filtered by
 // the BLOCKATTN_HEAD_DIMS / BLOCKATTN_BLOCK_SIZES / BLOCKATTN_MANUAL_KERNELS options, into
 // blockattn_kernel_table.inc: one line
-//   BLOCKATTN_KERNEL(arch, Op, DT, Type, head_dim, block_size, automatic, Fusion)
+//   BLOCKATTN_KERNEL(arch, Op, DT, Type, head_dim, block_size, AutoUse, Fusion)
 // per compiled kernel. This header turns it into data for validation, backend
 // choice and supported_configs(); each backend expands the same file into its
 // launch table (sm80/backend.cpp, sm90/backend.cpp).

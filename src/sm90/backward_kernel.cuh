@@ -66,7 +66,7 @@ struct BackwardConfig {
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
   static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
-  static constexpr bool kDsInV = kDsInVBuffer;  // stage_ds_in_v()
+  static constexpr bool kDsInV = kDsInVBuffer;              // stage_ds_in_v()
   static_assert(!kDsInV || kTileBytes >= kProbTileBytes, "dS fits in V's buffer");
   static constexpr int kScratchBytes = (kDsInV ? 1 : 2) * kProbTileBytes;  // per consumer
   // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB beside three

@@ -27,7 +27,7 @@ constexpr int tile_chunk_cols(Operation op, int head_dim) {
 // Whether the forward reads the schedule's packed tiles (runs of short
 // sequences sharing a tile) for a batch of short sequences: the kernel that
 // KernelOf<...>::ShortSequences names, and the table the backend hands it.
-// Measured (docs/perf.md, "Packed tiles in the forward"): tail-d64
+// Measured (docs/perf.md, "Packed tiles in the sm90 forward"): tail-d64
 // 93.1% -> 97.5% of copy; tail-d128 97.6% -> 86.5%, so D = 64 only.
 constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 64; }
 

@@ -1039,8 +1039,9 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   ASSERT_TRUE(backward_backend(b, &chosen).ok());
   EXPECT_EQ(chosen, expected);
   b.shape.num_seqs = 3;
-  // Named, the sm_90 backward at head_dim 64 runs where it was built (a
-  // `manual` row: -DBLOCKATTN_MANUAL_KERNELS=ON) and is refused elsewhere.
+  // Named, the sm_90 backward at head_dim 64 runs for any batch where it was
+  // built (a `short` row, in every build that has head_dim 64), and is
+  // refused elsewhere.
   const std::vector<Backend> built = device_backends(Operation::kBackward, DType::kBF16, 64, 64, false);
   const bool hopper_d64 = std::find(built.begin(), built.end(), Backend::kHopper) != built.end();
   b.options.backend = Backend::kHopper;
