@@ -1,8 +1,8 @@
 // Builds the schedule on the device in two kernels, so the host never waits:
 //
-//   1. per sequence, in order (one CTA walking the sequences kThreads at a
-//      time; the carry is the running max of the offsets and the block count
-//      so far): sanitize the offsets (running max, clamped) and scan the
+//   1. per sequence, in order (one CTA walking the sequences a chunk at a
+//      time, PassOneShape; the carry is the running max of the offsets and
+//      the block count so far): sanitize the offsets (running max, clamped) and scan the
 //      per-sequence block counts into the SequenceTables;
 //   2. per group of kPackGroup sequences (a CTA each, over the whole GPU):
 //      write the group's entries of both tables, deciding on the way which
@@ -18,26 +18,58 @@
 // packed tile, the entries of the sequences it took are left empty.
 #include "schedule/block_schedule.h"
 
+#include <cub/block/block_load.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
 
 namespace blockattn::schedule {
 namespace {
 
-constexpr int kThreads = 1024;
+// Pass 1's shapes: its single CTA walks the sequences a chunk of kThreads *
+// kItems at a time, and a chunk's trip has a fixed cost (loads, two scans,
+// stores, barriers: 1.3 us for the narrow chunk, 6 us for the wide one, at
+// 20 000 sequences), so few sequences take narrow chunks and many take wide
+// ones (kWideChunksFrom).
+template <int kThreadsOf, int kItemsOf>
+struct PassOneShape {
+  static constexpr int kThreads = kThreadsOf, kItems = kItemsOf, kChunk = kThreads * kItems;
+};
+using NarrowChunks = PassOneShape<1024, 1>;
+using WideChunks = PassOneShape<512, 16>;
+// Wide chunks from more than this many sequences on (the two shapes' times
+// cross near four narrow chunks).
+constexpr int32_t kWideChunksFrom = 4 * NarrowChunks::kChunk;
+constexpr int kEntryWarps = 8;  // pass 2
 static_assert(kPackGroup == 32, "one warp per packing group");
 
 struct MaxOp {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
 };
 
-// Pass 1: the SequenceTables and the header.
-__global__ void __launch_bounds__(kThreads)
+// Pass 1: the SequenceTables and the header. Each thread takes kItems
+// consecutive sequences of a chunk, so a batch of many short sequences costs
+// few trips through the chunk loop (one CTA runs it, so its trips are the
+// pass's latency: 20 000 sequences cost 26 us at one per thread). Several
+// items go through shared memory (cub's warp transpose): a thread's own
+// values, read or written in place, put a warp's accesses 32 bytes apart,
+// which took the pass to 39 us (docs/perf.md).
+template <typename Shape>
+__global__ void __launch_bounds__(Shape::kThreads)
     sequence_pass_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
                          int32_t block_size, ScheduleHeader* __restrict__ header, SequenceTables seqs) {
+  constexpr int kThreads = Shape::kThreads, kItems = Shape::kItems;
+  constexpr bool kTranspose = kItems > 1;
+  using Load =
+      cub::BlockLoad<int32_t, kThreads, kItems, kTranspose ? cub::BLOCK_LOAD_WARP_TRANSPOSE : cub::BLOCK_LOAD_DIRECT>;
+  using Store = cub::BlockStore<int32_t, kThreads, kItems,
+                                kTranspose ? cub::BLOCK_STORE_WARP_TRANSPOSE : cub::BLOCK_STORE_DIRECT>;
   using Scan = cub::BlockScan<int32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ int32_t seq_begin[kThreads + 1];  // M_b for the chunk, plus one past
-  __shared__ int32_t carry[2];                 // running max offset, blocks so far
+  __shared__ union {
+    typename Load::TempStorage load;
+    typename Store::TempStorage store;
+    typename Scan::TempStorage scan;
+  } storage;
+  __shared__ int32_t carry[2];  // running max offset, blocks so far
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -47,34 +79,39 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  int32_t offset = tid < num_seqs ? offsets[tid + 1] : 0;  // this chunk's
-  for (int32_t chunk = 0; chunk < num_seqs; chunk += kThreads) {
-    const int32_t b = chunk + tid;
+  for (int32_t chunk = 0; chunk < num_seqs; chunk += Shape::kChunk) {
+    const int32_t in_chunk = num_seqs - chunk < Shape::kChunk ? num_seqs - chunk : Shape::kChunk;
     const int32_t running_max = carry[0], blocks_before = carry[1];
-    // The next chunk's offset, requested now so its latency hides behind this chunk.
-    const int32_t next_offset = b + kThreads < num_seqs ? offsets[b + kThreads + 1] : 0;
+    int32_t end[kItems], begin[kItems], nblocks[kItems];  // of sequences chunk + tid * kItems + k
+    Load(storage.load).Load(offsets + chunk + 1, end, in_chunk, 0);
+    __syncthreads();  // storage is the scan's next
+#pragma unroll
+    for (int k = 0; k < kItems; ++k)
+      end[k] = clamp_offset(end[k], total_tokens);
 
-    // M_{b+1}: inclusive max-scan of the clamped offsets, seeded with the carry.
-    int32_t end = b < num_seqs ? clamp_offset(offset, total_tokens) : 0;
-    end = end > running_max ? end : running_max;
-    Scan(scan_storage).InclusiveScan(end, end, MaxOp());
-    seq_begin[tid + 1] = end;
-    if (tid == 0) seq_begin[0] = running_max;
-    __syncthreads();
-
-    const int32_t nblocks = b < num_seqs ? blocks_in_sequence(end - seq_begin[tid], block_size) : 0;
-    int32_t first_block = 0, chunk_blocks = 0;
-    Scan(scan_storage).ExclusiveSum(nblocks, first_block, chunk_blocks);
-    if (b < num_seqs) {
-      seqs.begin[b + 1] = end;
-      seqs.first_block[b] = blocks_before + first_block;
+    // M_b (a sequence's begin): the exclusive max-scan of the clamped ends,
+    // seeded with the carry; its end is the larger of that and its own offset.
+    int32_t chunk_max = 0, chunk_blocks = 0;
+    Scan(storage.scan).ExclusiveScan(end, begin, running_max, MaxOp(), chunk_max);
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      end[k] = end[k] > begin[k] ? end[k] : begin[k];
+      nblocks[k] = tid * kItems + k < in_chunk ? blocks_in_sequence(end[k] - begin[k], block_size) : 0;
     }
-    __syncthreads();  // every thread has read the carry and seq_begin
+    __syncthreads();
+    Scan(storage.scan).ExclusiveSum(nblocks, nblocks, chunk_blocks);  // each sequence's first block in the chunk
+#pragma unroll
+    for (int k = 0; k < kItems; ++k)
+      nblocks[k] += blocks_before;
+    __syncthreads();
+    Store(storage.store).Store(seqs.begin + chunk + 1, end, in_chunk);
+    __syncthreads();
+    Store(storage.store).Store(seqs.first_block + chunk, nblocks, in_chunk);
+    __syncthreads();  // every thread has read the carry and is done with storage
     if (tid == 0) {
-      carry[0] = seq_begin[kThreads];
+      carry[0] = chunk_max > running_max ? chunk_max : running_max;
       carry[1] = blocks_before + chunk_blocks;
     }
-    offset = next_offset;
     __syncthreads();
   }
   if (tid == 0) {
@@ -116,15 +153,17 @@ __device__ GroupPacking pack_group(bool is_short, int32_t length, int32_t block_
   return mine;
 }
 
-// Pass 2: both tables' entries, a CTA per group of 32 sequences: warp 0
-// packs the group's short sequences (lane = sequence) and writes their
-// entries; warp w writes sequence group + w's blocks otherwise (lanes take
-// them in turn), so a long sequence is spread over 32 lanes and a batch of
-// few sequences still over many warps.
-__global__ void __launch_bounds__(32 * kPackGroup)
+// Pass 2: both tables' entries, a CTA of kEntryWarps warps per group of 32
+// sequences: warp 0 packs the group's short sequences (lane = sequence) and
+// writes their entries; every other sequence's blocks go to the warps in
+// turn (lanes take the blocks in turn), so a long sequence is spread over 32
+// lanes and a batch of few sequences still over many warps. A warp per
+// sequence (1024 threads a group) cost 10.7 us at 20 000 short sequences,
+// where all but warp 0 have nothing to write.
+__global__ void __launch_bounds__(32 * kEntryWarps)
     entry_pass_kernel(const ScheduleHeader* __restrict__ header, const SequenceTables seqs,
-                      BlockDesc* __restrict__ blocks, BlockSeq* __restrict__ block_seqs,
-                      BlockDesc* __restrict__ tiles, BlockSeq* __restrict__ tile_seqs) {
+                      BlockDesc* __restrict__ blocks, BlockSeq* __restrict__ block_seqs, BlockDesc* __restrict__ tiles,
+                      BlockSeq* __restrict__ tile_seqs) {
   const ScheduleHeader h = *header;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int32_t group = blockIdx.x * kPackGroup; group < h.num_seqs; group += gridDim.x * kPackGroup) {
@@ -143,19 +182,18 @@ __global__ void __launch_bounds__(32 * kPackGroup)
       }
     }
     // Any other sequence's blocks, the same in both tables: block_size rows
-    // from its first token, the last one partial. Warp w takes sequence
-    // group + w, its lanes the blocks in turn.
-    const int32_t s = group + warp;
-    if (s < h.num_seqs) {
+    // from its first token, the last one partial. Warp w takes sequences
+    // group + w, + kEntryWarps, ..., its lanes the blocks in turn.
+    const int32_t group_end = group + kPackGroup < h.num_seqs ? group + kPackGroup : h.num_seqs;
+    for (int32_t s = group + warp; s < group_end; s += kEntryWarps) {
       const int32_t begin = seqs.begin[s], length = seqs.begin[s + 1] - begin, first = seqs.first_block[s];
-      if (!is_packable(length, h.block_size)) {
-        const int32_t nblocks = blocks_in_sequence(length, h.block_size);
-        for (int32_t j = lane; j < nblocks; j += 32) {
-          const int32_t first_pos = j * h.block_size, rows_left = length - first_pos;
-          const BlockDesc block{begin + first_pos, rows_left < h.block_size ? rows_left : h.block_size};
-          blocks[first + j] = tiles[first + j] = block;
-          block_seqs[first + j] = tile_seqs[first + j] = {s, first_pos};
-        }
+      if (is_packable(length, h.block_size)) continue;
+      const int32_t nblocks = blocks_in_sequence(length, h.block_size);
+      for (int32_t j = lane; j < nblocks; j += 32) {
+        const int32_t first_pos = j * h.block_size, rows_left = length - first_pos;
+        const BlockDesc block{begin + first_pos, rows_left < h.block_size ? rows_left : h.block_size};
+        blocks[first + j] = tiles[first + j] = block;
+        block_seqs[first + j] = tile_seqs[first + j] = {s, first_pos};
       }
     }
   }
@@ -166,13 +204,18 @@ __global__ void __launch_bounds__(32 * kPackGroup)
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                                  void* workspace, size_t capacity, cudaStream_t stream) {
   const SequenceTables seqs = WorkspaceLayout::sequence_tables(workspace, capacity, num_seqs);
-  sequence_pass_kernel<<<1, kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size,
-                                                   WorkspaceLayout::header(workspace), seqs);
+  ScheduleHeader* const header = WorkspaceLayout::header(workspace);
+  if (num_seqs > kWideChunksFrom)
+    sequence_pass_kernel<WideChunks>
+        <<<1, WideChunks::kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size, header, seqs);
+  else
+    sequence_pass_kernel<NarrowChunks>
+        <<<1, NarrowChunks::kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size, header, seqs);
   // A CTA per group of 32 sequences, at most a few waves of them.
   constexpr int kMaxEntryCtas = 2048;
   const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
   const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
-  entry_pass_kernel<<<ctas, 32 * kPackGroup, 0, stream>>>(
+  entry_pass_kernel<<<ctas, 32 * kEntryWarps, 0, stream>>>(
       WorkspaceLayout::header(workspace), seqs, WorkspaceLayout::table(workspace),
       WorkspaceLayout::seq_table(workspace, capacity), WorkspaceLayout::tile_table(workspace, capacity),
       WorkspaceLayout::tile_seq_table(workspace, capacity));

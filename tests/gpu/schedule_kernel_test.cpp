@@ -59,7 +59,7 @@ TEST(ScheduleKernel, MatchesHostModel) {
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
   std::mt19937_64 rng = testing::test_rng();
-  for (int num_seqs : {0, 1, 7, 1023, 1024, 1025, 3000}) {
+  for (int num_seqs : {0, 1, 7, 1023, 1024, 1025, 3000, 4096, 4097, 8191, 8192, 8193, 20000}) {
     std::uniform_int_distribution<int32_t> len(0, 200);
     std::vector<int32_t> offsets{0};
     for (int b = 0; b < num_seqs; ++b)
@@ -77,13 +77,13 @@ TEST(ScheduleKernel, MatchesHostModel) {
 }
 
 // Batches of mostly short sequences (0-70 tokens, and a few long ones): runs
-// of packed tiles across the 32-sequence packing groups and the kernel's
-// 1024-sequence chunks, every block size.
+// of packed tiles across the 32-sequence packing groups and the first
+// pass's chunks (1024 and 8192 sequences), every block size.
 TEST(ScheduleKernel, PacksShortSequencesLikeHostModel) {
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
   std::mt19937_64 rng = testing::test_rng();
-  for (int num_seqs : {1, 2, 63, 1024, 1500, 5000})
+  for (int num_seqs : {1, 2, 63, 1024, 1500, 5000, 8193, 20000})
     for (int32_t block_size : {32, 64, 128}) {
       std::uniform_int_distribution<int32_t> len(0, 70), rare(0, 99);
       std::vector<int32_t> offsets{0};
