@@ -2,8 +2,8 @@
 //
 //   1. per sequence, in order (one CTA walking the sequences a chunk at a
 //      time, PassOneShape; the carry is the running max of the offsets and
-//      the block count so far): sanitize the offsets (running max, clamped) and scan the
-//      per-sequence block counts into the SequenceTables;
+//      the block count so far): sanitize the offsets (running max, clamped)
+//      and scan the per-sequence block counts into the SequenceTables;
 //   2. per group of kPackGroup sequences (a CTA each, over the whole GPU):
 //      write the group's entries of both tables, deciding on the way which
 //      of its short sequences share a tile.
@@ -216,9 +216,8 @@ cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32
   const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
   const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
   entry_pass_kernel<<<ctas, 32 * kEntryWarps, 0, stream>>>(
-      WorkspaceLayout::header(workspace), seqs, WorkspaceLayout::table(workspace),
-      WorkspaceLayout::seq_table(workspace, capacity), WorkspaceLayout::tile_table(workspace, capacity),
-      WorkspaceLayout::tile_seq_table(workspace, capacity));
+      header, seqs, WorkspaceLayout::table(workspace), WorkspaceLayout::seq_table(workspace, capacity),
+      WorkspaceLayout::tile_table(workspace, capacity), WorkspaceLayout::tile_seq_table(workspace, capacity));
   return cudaGetLastError();
 }
 
