@@ -12,4 +12,16 @@ __device__ __forceinline__ int opaque(int x) {
   return y;
 }
 
+// This thread's index in a group of kCount threads (a power of two) that
+// starts at thread `first`, re-read through opaque(). The mask is one AND, and
+// it tells the compiler the index is in [0, kCount): tid % 32, tid / 32 and
+// every layout offset derived from them then compile to masks and shifts.
+// From a plain int they are signed divisions, each with its fix-up sequence
+// (docs/perf.md, "Signed division in the consumers' address arithmetic").
+template <int kCount>
+__device__ __forceinline__ int opaque_thread_index(int first = 0) {
+  static_assert(kCount > 0 && (kCount & (kCount - 1)) == 0, "a power of two");
+  return (opaque(static_cast<int>(threadIdx.x)) - first) & (kCount - 1);
+}
+
 }  // namespace blockattn

@@ -80,8 +80,14 @@ struct BackwardConfig {
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
-  static constexpr bool kEmptyEntries = true;         // the tiles table: sequences packed into an earlier tile
-  static constexpr bool kReleasePerThread = kDsInV;   // dS^T is read across warps from the stage (frame.cuh)
+  static constexpr bool kEmptyEntries = true;  // the tiles table: sequences packed into an earlier tile
+  // Every thread releases (frame.cuh): a partial tile's rows are zeroed by
+  // the whole warpgroup, rows that other warps staged their outputs in on the
+  // stage's previous tile (and dS^T is read across warps from V's buffer,
+  // kDsInV). With one arrival per warp after __syncwarp, racecheck reported
+  // those as hazards at D = 192 (two stages, one per consumer); the configs
+  // with shared stages release per thread anyway.
+  static constexpr bool kReleasePerThread = true;
   static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's ScheduleReader)
 };
 
@@ -125,7 +131,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
-  const int tid = opaque(static_cast<int>(threadIdx.x)) - 128 * (1 + consumer);
+  const int tid = opaque_thread_index<128>(128 * (1 + consumer));
   const int lane = tid % 32, row0 = 16 * (tid / 32);
   const int valid = t.block.row_count;
   struct {

@@ -101,7 +101,7 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
-  const int consumer_tid = opaque(static_cast<int>(threadIdx.x)) - 128;  // over both consumers
+  const int consumer_tid = opaque_thread_index<Cfg::kConsumers * 128>(128);  // over both consumers
   const int lane = consumer_tid % 32;
   const int row0 = consumer_tid % 128 / 32 * 16;  // the warp's query rows and key rows
   const int valid = t.block.row_count;
