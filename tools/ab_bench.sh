@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Same-run A/B of the C++ benchmark on a GPU machine: builds this tree and a
+# baseline source folder with the same (restricted) kernel set, in parallel,
+# runs their benchmarks alternately ROUNDS times, optionally runs a GPU test
+# filter on this tree, and prints one line per workload with every round's
+# figures side by side (tools/ab_summary.py). A change is judged against the
+# same card in the same run; this is the script for it.
+#
+# Here (the baseline must travel with the tree; build* folders are ignored):
+#   rm -rf build_ab_src && mkdir build_ab_src && git archive REF | tar -x -C build_ab_src
+# There (the device tool's run, carry ["build_ab_src"]):
+#   DIMS="64;128" WORKLOADS=headline-d64,tail-d64 tools/ab_bench.sh build_ab_src
+#
+# Environment: DIMS, BLOCKS (CMake ;-lists, default "64;128" and "64"),
+# WORKLOADS (bench_blockattn --workloads), ROUNDS (default 2), BENCH_ARGS
+# (e.g. "--rotary" or "--backend hopper"), TESTS (a gtest filter for this
+# tree's test_gpu; empty: no tests), OUT (default gpu_out/).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+base_src=${1:?baseline source folder (see the header)}
+export PATH=/usr/local/cuda/bin:$PATH
+OUT=${OUT:-gpu_out}
+ROUNDS=${ROUNDS:-2}
+WORKLOADS=${WORKLOADS:-headline-d64,headline-d128,sweep-d64-L256-f0.5,sweep-d128-L256-f0.5,tail-d64,tail-d128}
+TESTS=${TESTS:-}
+mkdir -p "$OUT"
+cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}")
+targets=(bench_blockattn)
+[ -n "$TESTS" ] && targets+=(test_gpu)
+
+if ! cmake -S "$base_src" -B build_ab_base "${cfg[@]}" -DBLOCKATTN_BUILD_TESTS=OFF >"$OUT/ab_cfg_base.log" 2>&1 ||
+  ! cmake -S . -B build_ab_new "${cfg[@]}" >"$OUT/ab_cfg_new.log" 2>&1; then
+  tail -20 "$OUT"/ab_cfg_*.log
+  exit 1
+fi
+cmake --build build_ab_new -j "$(nproc)" --target "${targets[@]}" >"$OUT/ab_build_new.log" 2>&1 &
+new_build=$!
+cmake --build build_ab_base -j "$(nproc)" --target bench_blockattn >"$OUT/ab_build_base.log" 2>&1 || {
+  tail -30 "$OUT/ab_build_base.log"
+  exit 1
+}
+wait $new_build || {
+  tail -30 "$OUT/ab_build_new.log"
+  exit 1
+}
+grep -h "spill stores" "$OUT/ab_build_new.log" | grep -v " 0 bytes spill" | sed 's/.*function //' | sort -u | head -8
+
+for round in $(seq "$ROUNDS"); do
+  for version in base new; do
+    # shellcheck disable=SC2086
+    build_ab_$version/bench/bench_blockattn --workloads "$WORKLOADS" ${BENCH_ARGS:-} \
+      --json "$OUT/ab_${version}_$round.json" >"$OUT/ab_${version}_$round.log" 2>&1 ||
+      tail -3 "$OUT/ab_${version}_$round.log"
+  done
+done
+python3 tools/ab_summary.py "$OUT" "$ROUNDS"
+
+if [ -n "$TESTS" ]; then
+  build_ab_new/tests/test_gpu --gtest_filter="$TESTS" >"$OUT/ab_test_gpu.log" 2>&1
+  echo "test_gpu ($TESTS): rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/ab_test_gpu.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED' "$OUT/ab_test_gpu.log" | head -5
+fi
+nvidia-smi --query-gpu=name --format=csv,noheader
