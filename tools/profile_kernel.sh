@@ -19,7 +19,13 @@ shift
 OUT=${OUT:-gpu_out}
 NAME=${NAME:-profile}
 mkdir -p "$OUT"
-ncu --clock-control none --cache-control none --set full --import-source yes \
+# Beside --set full: DRAM bytes read and written, and the L2's sectors by
+# direction (is the kernel moving more than the bytes it must? Session 16's
+# headline-d64 backward profile read 82% of DRAM peak, 12.7 GB by the
+# throughput figure, for 11.7 GB that must move, and --set full alone does
+# not say which direction the rest is).
+metrics=${METRICS:-dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum}
+ncu --clock-control none --cache-control none --set full --metrics "$metrics" --import-source yes \
   -k "${KERNEL:?KERNEL=regex:...}" -s "${SKIP:-1}" -c 1 -f -o "$OUT/$NAME" \
   "$build/bench/bench_blockattn" --reps 1 "$@" >"$OUT/$NAME.log" 2>&1 || {
   tail -20 "$OUT/$NAME.log"
@@ -28,6 +34,6 @@ ncu --clock-control none --cache-control none --set full --import-source yes \
 ncu -i "$OUT/$NAME.ncu-rep" --page details --csv >"$OUT/$NAME.details.csv" 2>&1
 ncu -i "$OUT/$NAME.ncu-rep" --page source --csv --print-source sass >"$OUT/$NAME.sass.csv" 2>&1 ||
   echo "source page not exported: $(head -c 300 "$OUT/$NAME.sass.csv")"
-grep -E '"(Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps Per Scheduler)"' "$OUT/$NAME.details.csv" |
+grep -E '"(Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps Per Scheduler|dram__bytes_(read|write).sum|lts__t_sectors_srcunit_tex_op_(read|write).sum)"' "$OUT/$NAME.details.csv" |
   awk -F'","' '{print $(NF - 2), $(NF - 1), $NF}' | tr -d '"'
 echo "per instruction and region: python3 tools/sass_stalls.py $OUT/$NAME.sass.csv"
