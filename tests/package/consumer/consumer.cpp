@@ -15,6 +15,15 @@ int main() {
     std::fprintf(stderr, "consumer: the library lists no kernels\n");
     return 1;
   }
+#ifdef CONSUMER_ONLY_HEAD_DIM
+  for (size_t i = 0; i < n; ++i)
+    if (rows[i].head_dim != CONSUMER_ONLY_HEAD_DIM || rows[i].block_size != CONSUMER_ONLY_BLOCK_SIZE) {
+      std::fprintf(stderr,
+                   "consumer: built for head dim %d, block size %d, but the library lists head dim %d, block size %d\n",
+                   CONSUMER_ONLY_HEAD_DIM, CONSUMER_ONLY_BLOCK_SIZE, rows[i].head_dim, rows[i].block_size);
+      return 1;
+    }
+#endif
   if (blockattn::workspace_size(4, 1000) == 0) return 1;
   blockattn::ForwardArgs a;  // all null: must be refused, naming an argument
   a.shape = {1, 10, 1, 1, rows[0].head_dim, rows[0].dtype};
