@@ -60,4 +60,4 @@ if [ -n "$TESTS" ]; then
   echo "test_gpu ($TESTS): rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/ab_test_gpu.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED' "$OUT/ab_test_gpu.log" | head -5
 fi
-nvidia-smi --query-gpu=name --format=csv,noheader
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true
