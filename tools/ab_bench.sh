@@ -14,7 +14,8 @@
 # Environment: DIMS, BLOCKS (CMake ;-lists, default "64;128" and "64"),
 # WORKLOADS (bench_blockattn --workloads), ROUNDS (default 2), BENCH_ARGS
 # (e.g. "--rotary" or "--backend hopper"), TESTS (a gtest filter for this
-# tree's test_gpu; empty: no tests), OUT (default gpu_out/).
+# tree's test_gpu; empty: no tests), NEW_CUDA_FLAGS (added to this tree's
+# CUDA flags: an experiment's macros), OUT (default gpu_out/).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 base_src=${1:?baseline source folder (see the header)}
@@ -29,7 +30,7 @@ targets=(bench_blockattn)
 [ -n "$TESTS" ] && targets+=(test_gpu)
 
 if ! cmake -S "$base_src" -B build_ab_base "${cfg[@]}" -DBLOCKATTN_BUILD_TESTS=OFF >"$OUT/ab_cfg_base.log" 2>&1 ||
-  ! cmake -S . -B build_ab_new "${cfg[@]}" >"$OUT/ab_cfg_new.log" 2>&1; then
+  ! cmake -S . -B build_ab_new "${cfg[@]}" "-DCMAKE_CUDA_FLAGS=${NEW_CUDA_FLAGS:-}" >"$OUT/ab_cfg_new.log" 2>&1; then
   tail -20 "$OUT"/ab_cfg_*.log
   exit 1
 fi
