@@ -50,7 +50,8 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
 // the backward at D = 64 once its dS moved into V's buffer, read across
 // warps; 12 in the forward on packed tiles; 14 races at D = 192, where the
 // backward's zeroing of a partial tile crosses the rows other warps staged
-// their outputs in (every backward config asks for it since).
+// their outputs in (every config of the per-consumer backward asks for it
+// since).
 template <typename Cfg>
 inline constexpr bool kSharedStages = Cfg::kStages % Cfg::kConsumers != 0;
 template <typename Cfg>
