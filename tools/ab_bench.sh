@@ -54,7 +54,7 @@ for round in $(seq "$ROUNDS"); do
       tail -3 "$OUT/ab_${version}_$round.log"
   done
 done
-python3 tools/ab_summary.py "$OUT" "$ROUNDS"
+python3 tools/ab_summary.py --base "$OUT"/ab_base_*.json --new "$OUT"/ab_new_*.json
 
 if [ -n "$TESTS" ]; then
   build_ab_new/tests/test_gpu --gtest_filter="$TESTS" >"$OUT/ab_test_gpu.log" 2>&1

@@ -1,23 +1,21 @@
 #!/usr/bin/env python3
-"""The table of a same-run A/B (tools/ab_bench.sh): for each workload, the
-baseline's and this tree's % of copy bandwidth in every round, forward and
-backward, and the rotary-over-plain time ratios where the runs had --rotary.
+"""The table of a same-run A/B: for each workload, the baseline's and this
+tree's % of copy bandwidth in every round, forward and backward, and the
+rotary-over-plain time ratios where the runs had --rotary. Reads the
+benchmark's --json files, one per round:
 
-    python3 tools/ab_summary.py OUT_DIR ROUNDS
+    python3 tools/ab_summary.py --base B1.json B2.json --new N1.json N2.json
+
+(tools/ab_bench.sh, and tools/gpu_check.sh's bench step with BASELINE=).
 """
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 
-def load(out, version, rounds):
-    runs = []
-    for r in range(1, rounds + 1):
-        path = Path(out) / f"ab_{version}_{r}.json"
-        if path.exists():
-            runs.append({x["workload"]: x for x in json.loads(path.read_text())["results"]})
-    return runs
+def load(paths):
+    return [{x["workload"]: x for x in json.loads(Path(p).read_text())["results"]} for p in paths if Path(p).exists()]
 
 
 def figures(runs, workload, key):
@@ -31,10 +29,13 @@ def ratios(runs, workload, rotary_key, plain_key):
 
 
 def main():
-    out, rounds = sys.argv[1], int(sys.argv[2])
-    base, new = load(out, "base", rounds), load(out, "new", rounds)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", nargs="+", required=True, help="the baseline's JSON, one per round")
+    ap.add_argument("--new", nargs="+", required=True, help="this tree's JSON, one per round")
+    args = ap.parse_args()
+    base, new = load(args.base), load(args.new)
     if not base or not new:
-        sys.exit(f"ab_summary: no results in {out}")
+        raise SystemExit("ab_summary: no results for one side")
     rotary = any(x["rotary_fwd_ms"] > 0 for run in new for x in run.values())
     head = f"{'workload':24s} {'fwd % base':>18s} {'fwd % new':>18s} {'bwd % base':>18s} {'bwd % new':>18s}"
     print(head + ("   rotary/plain fwd, bwd: base | new" if rotary else ""))

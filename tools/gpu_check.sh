@@ -103,6 +103,10 @@ if want bench; then
       done
     done
   done
+  if [ ${#versions[@]} -gt 1 ]; then  # the auto backend's rounds side by side (tools/ab_summary.py)
+    python3 tools/ab_summary.py --base "$OUT"/bench_auto_baseline_r*.json --new "$OUT"/bench_auto_r*.json |
+      tee "$OUT/bench_ab.txt"
+  fi
 fi
 
 if want python && [ -d tests/python ]; then

@@ -81,12 +81,8 @@ struct BackwardConfig {
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
   static constexpr bool kEmptyEntries = true;  // the tiles table: sequences packed into an earlier tile
-  // Every thread releases (frame.cuh): a partial tile's rows are zeroed by
-  // the whole warpgroup, rows that other warps staged their outputs in on the
-  // stage's previous tile (and dS^T is read across warps from V's buffer,
-  // kDsInV). With one arrival per warp after __syncwarp, racecheck reported
-  // those as hazards at D = 192 (two stages, one per consumer); the configs
-  // with shared stages release per thread anyway.
+  // Every thread releases: the tile op touches the stage across warps
+  // (zeroed rows, dS^T in V's buffer; frame.cuh says what racecheck saw).
   static constexpr bool kReleasePerThread = true;
   static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's ScheduleReader)
 };

@@ -45,13 +45,13 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
 // __syncwarp, the ordering of the other lanes' accesses rests on the warp
 // barrier's cumulativity, which compute-sanitizer racecheck does not model
 // (it reported ~25K hazards per case at D = 64 on short sequences; 0 with
-// per-thread arrivals). A config may ask for the same where racecheck
-// reports hazards with one arrival per warp (Cfg::kReleasePerThread): 24 in
-// the backward at D = 64 once its dS moved into V's buffer, read across
-// warps; 12 in the forward on packed tiles; 14 races at D = 192, where the
-// backward's zeroing of a partial tile crosses the rows other warps staged
-// their outputs in (every config of the per-consumer backward asks for it
-// since).
+// per-thread arrivals). A config whose tile op touches the stage across
+// warps asks for the same with fixed stages too (Cfg::kReleasePerThread),
+// where racecheck reported hazards with one arrival per warp: the forward on
+// packed tiles (12), and every config of the per-consumer backward, whose
+// zeroing of a partial tile crosses the rows other warps staged outputs in
+// (14 races at D = 192) and whose dS^T may be read from V's buffer (24 at
+// D = 64).
 template <typename Cfg>
 inline constexpr bool kSharedStages = Cfg::kStages % Cfg::kConsumers != 0;
 template <typename Cfg>
