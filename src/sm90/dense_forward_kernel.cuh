@@ -188,7 +188,7 @@ struct TakeTurns {
 template <typename T, int D, bool kCausal>
 __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseForwardSmem<T, D>& sm, int consumer) {
   using Cfg = DenseForwardConfig<T, D>;
-  const int tid = threadIdx.x - 128 * (1 + consumer);
+  const int tid = threadIdx.x % 128;  // unsigned, masked: shifts, not signed division
   const int lane = tid % 32, row0 = Cfg::kConsumerRows * consumer + 16 * (tid / 32);  // the warp's rows in the unit
   // The consumer's 64 rows of Q: one chunk row block further into each chunk.
   const uint32_t q_addr = tile::smem_u32(sm.q()) + Cfg::kConsumerRows * consumer * tile::kChunkRowBytes;

@@ -107,7 +107,10 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   using Cfg = ForwardConfig<T, D, B, C, P>;
   using Layout = typename Cfg::Layout;
   constexpr int kKeys = Cfg::kKeys;
-  const int tid = threadIdx.x - 128 * (1 + consumer);
+  // Unsigned and masked to the warpgroup, so tid % 32, tid / 32 and the
+  // layouts' offsets compile to shifts, not signed division (perf.md, "Signed
+  // division in the consumers' address arithmetic").
+  const int tid = threadIdx.x % 128;
   const int lane = tid % 32, row0 = 16 * (tid / 32);
   const uint32_t barrier_id = 1 + consumer;
   const int valid = t.block.row_count;
