@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The table of a same-run A/B: for each workload, the baseline's and this
 tree's % of copy bandwidth in every round, forward and backward, and the
-rotary-over-plain time ratios where the runs had --rotary. Reads the
+rotary-over-plain time ratios (fp32, then bf16 tables) where the runs had
+--rotary. Reads the
 benchmark's --json files, one per round:
 
     python3 tools/ab_summary.py --base B1.json B2.json --new N1.json N2.json
@@ -38,16 +39,19 @@ def main():
         raise SystemExit("ab_summary: no results for one side")
     rotary = any(x["rotary_fwd_ms"] > 0 for run in new for x in run.values())
     head = f"{'workload':24s} {'fwd % base':>18s} {'fwd % new':>18s} {'bwd % base':>18s} {'bwd % new':>18s}"
-    print(head + ("   rotary/plain fwd, bwd: base | new" if rotary else ""))
+    print(head + ("   rotary/plain fwd, bwd (fp32 table; bf16 table): base | new" if rotary else ""))
     for workload in new[0]:
         line = (f"{workload:24s} {figures(base, workload, 'fwd_pct_copy'):>18s} "
                 f"{figures(new, workload, 'fwd_pct_copy'):>18s} {figures(base, workload, 'bwd_pct_copy'):>18s} "
                 f"{figures(new, workload, 'bwd_pct_copy'):>18s}")
         if rotary:
-            line += (f"   {ratios(base, workload, 'rotary_fwd_ms', 'fwd_ms')}, "
-                     f"{ratios(base, workload, 'rotary_bwd_ms', 'bwd_ms')} | "
-                     f"{ratios(new, workload, 'rotary_fwd_ms', 'fwd_ms')}, "
-                     f"{ratios(new, workload, 'rotary_bwd_ms', 'bwd_ms')}")
+            def side(runs):
+                return (f"{ratios(runs, workload, 'rotary_fwd_ms', 'fwd_ms')}, "
+                        f"{ratios(runs, workload, 'rotary_bwd_ms', 'bwd_ms')}; "
+                        f"{ratios(runs, workload, 'rotary_bf16_fwd_ms', 'fwd_ms')}, "
+                        f"{ratios(runs, workload, 'rotary_bf16_bwd_ms', 'bwd_ms')}")
+            line += f"   {side(base)} | {side(new)}"
+
         print(line)
 
 

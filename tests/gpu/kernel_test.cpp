@@ -63,6 +63,7 @@ struct RotaryCase {
   bool seq_starts = false;  // kInSequence: a random start per sequence
   bool strided = false;     // one [P, r] table holding [sin | cos], two strided views
   bool table_fp32 = true;   // else the inputs' dtype
+  bool padded_rows = false;  // separate tables whose rows are padded to 16 bytes (staged even where r/2 is odd)
 };
 
 struct Config {
@@ -87,7 +88,8 @@ std::string config_string(const Config& c) {
   if (r.dim != 0)
     s += std::string("_rope") + std::to_string(r.dim) + (r.pairs == RotaryPairs::kHalfSplit ? "half" : "inter") +
          (r.positions == RotaryPositions::kInSequence ? (r.seq_starts ? "_seqstart" : "_seqpos") : "_rowpos") +
-         (r.rotate_v ? "_qkv" : "_qk") + (r.strided ? "_strided" : "") + (r.table_fp32 ? "_f32" : "_t16");
+         (r.rotate_v ? "_qkv" : "_qk") + (r.strided ? "_strided" : "") + (r.table_fp32 ? "_f32" : "_t16") +
+         (r.padded_rows ? "_padrows" : "");
   return s;
 }
 std::string config_name(const ::testing::TestParamInfo<Config>& info) { return config_string(info.param); }
@@ -287,14 +289,16 @@ struct DeviceRotary {
     const int64_t P = tables.num_positions =
         std::max<int64_t>(1, tables.in_sequence ? longest * 3 / 4 + 50 : tokens - 40);
     const int64_t half = rc.dim / 2;
-    // Separate [P, half] tables cos then sin, or one [P, 2 half + 8] table
-    // [sin | cos | pad] read as two strided views.
-    const int64_t stride = rc.strided ? 2 * half + 8 : half;
-    const int64_t cos_at = rc.strided ? half : 0, sin_at = rc.strided ? 0 : P * half;
     const TableType type =
         rc.table_fp32 ? TableType::kFloat32 : (dtype == DType::kBF16 ? TableType::kBF16 : TableType::kFP16);
-    const size_t elem = type == TableType::kFloat32 ? 4 : 2;
-    std::vector<unsigned char> bytes(static_cast<size_t>(rc.strided ? P * stride : 2 * P * half) * elem);
+    const int64_t elem = type == TableType::kFloat32 ? 4 : 2;
+    // Separate [P, half] tables cos then sin (rows padded to a multiple of 16
+    // bytes with padded_rows), or one [P, 2 half + 8] table [sin | cos | pad]
+    // read as two strided views.
+    const int64_t row = rc.padded_rows ? (half * elem + 15) / 16 * 16 / elem : half;
+    const int64_t stride = rc.strided ? 2 * half + 8 : row;
+    const int64_t cos_at = rc.strided ? half : 0, sin_at = rc.strided ? 0 : P * row;
+    std::vector<unsigned char> bytes(static_cast<size_t>((rc.strided ? P * stride : 2 * P * row) * elem));
     // Stores x rounded to the table type; returns the stored value.
     auto store = [&](int64_t at, double x) {
       unsigned char* dst = &bytes[static_cast<size_t>(at) * elem];
@@ -574,6 +578,16 @@ std::vector<Config> all_configs() {
                        OffsetsKind::kMalformed,
                        0.f,
                        {d - 16, P::kHalfSplit, Pos::kTokenRow, false, false, false, false}});
+    // r/2 odd with 16-byte rows: the staged sm90 forward's last interleaved
+    // unit holds pairs past r/2.
+    configs.push_back({DType::kBF16,
+                       d,
+                       2,
+                       2,
+                       LayoutKind::kPacked,
+                       OffsetsKind::kValid,
+                       0.f,
+                       {d / 2 + 2, P::kInterleaved, Pos::kInSequence, true, true, false, true, true}});
   }
   // Other block sizes the table has (on the paths that have them): plain,
   // GQA with padded rows and unowned edges, and rotary; and with one KV head
