@@ -2,8 +2,7 @@
 """The table of a same-run A/B: for each workload, the baseline's and this
 tree's % of copy bandwidth in every round, forward and backward, and the
 rotary-over-plain time ratios (fp32, then bf16 tables) where the runs had
---rotary. Reads the
-benchmark's --json files, one per round:
+--rotary. Reads the benchmark's --json files, one per round:
 
     python3 tools/ab_summary.py --base B1.json B2.json --new N1.json N2.json
 
@@ -29,6 +28,14 @@ def ratios(runs, workload, rotary_key, plain_key):
     return "/".join(f"{v:.3f}x" for v in vals)
 
 
+def rotary_ratios(runs, workload):
+    """Forward and backward, fp32 table; forward and backward, bf16 table."""
+    return (f"{ratios(runs, workload, 'rotary_fwd_ms', 'fwd_ms')}, "
+            f"{ratios(runs, workload, 'rotary_bwd_ms', 'bwd_ms')}; "
+            f"{ratios(runs, workload, 'rotary_bf16_fwd_ms', 'fwd_ms')}, "
+            f"{ratios(runs, workload, 'rotary_bf16_bwd_ms', 'bwd_ms')}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", nargs="+", required=True, help="the baseline's JSON, one per round")
@@ -45,13 +52,7 @@ def main():
                 f"{figures(new, workload, 'fwd_pct_copy'):>18s} {figures(base, workload, 'bwd_pct_copy'):>18s} "
                 f"{figures(new, workload, 'bwd_pct_copy'):>18s}")
         if rotary:
-            def side(runs):
-                return (f"{ratios(runs, workload, 'rotary_fwd_ms', 'fwd_ms')}, "
-                        f"{ratios(runs, workload, 'rotary_bwd_ms', 'bwd_ms')}; "
-                        f"{ratios(runs, workload, 'rotary_bf16_fwd_ms', 'fwd_ms')}, "
-                        f"{ratios(runs, workload, 'rotary_bf16_bwd_ms', 'bwd_ms')}")
-            line += f"   {side(base)} | {side(new)}"
-
+            line += f"   {rotary_ratios(base, workload)} | {rotary_ratios(new, workload)}"
         print(line)
 
 

@@ -63,7 +63,7 @@ struct RotaryCase {
   bool seq_starts = false;  // kInSequence: a random start per sequence
   bool strided = false;     // one [P, r] table holding [sin | cos], two strided views
   bool table_fp32 = true;   // else the inputs' dtype
-  bool padded_rows = false;  // separate tables whose rows are padded to 16 bytes (staged even where r/2 is odd)
+  bool padded_rows = false;  // separate tables whose rows are padded to 16 bytes (vector loads even where r/2 is odd)
 };
 
 struct Config {
@@ -578,8 +578,8 @@ std::vector<Config> all_configs() {
                        OffsetsKind::kMalformed,
                        0.f,
                        {d - 16, P::kHalfSplit, Pos::kTokenRow, false, false, false, false}});
-    // r/2 odd with 16-byte rows: the staged sm90 forward's last interleaved
-    // unit holds pairs past r/2.
+    // r/2 odd with 16-byte rows: the tables take the vector-load path, whose
+    // last interleaved unit holds pairs past r/2.
     configs.push_back({DType::kBF16,
                        d,
                        2,
