@@ -12,6 +12,10 @@
 #              short:  kAuto chooses it for batches of sequences shorter than a
 #                      block on average (core/batch_kind.h), where it measured
 #                      faster; for other batches it is manual
+#              short-or-fast-memory: as short, and for every batch on a
+#                      device whose memory peak is at least
+#                      core::kFastMemoryGBps (an H200, not an H100), where it
+#                      measured faster
 #              manual: only when asked for by name (another backend measured
 #                      faster on the same problem; docs/perf.md), and built
 #                      only with -DBLOCKATTN_MANUAL_KERNELS=ON
@@ -30,10 +34,11 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     forward    192       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 98.3% vs 84.8% (2 stages)
   "sm90     forward    224       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 96.0% vs 72.3%
   "sm90     forward    256       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 91.7-92.2% vs 89.0-89.7%
-  # kAuto takes it for short sequences only (2026-11-25, same run, % of copy):
-  # tail-d64 77.8-79.0% against sm80's 70.0-70.9% (78.6-81.7% since with dS
-  # in V's buffer); headline-d64 83.4-83.6% against 85.5-85.8%.
-  "sm90     backward   64        64          bf16,fp16  none         short"
+  # kAuto takes it for short sequences (H100, % of copy: tail-d64 79.1-80.5%
+  # against sm80's 70.0-70.9%), and for every batch on faster memory: on the
+  # H100 headline-d64 reads 83.3-84.2% against sm80's 85.9-86.0%, on an H200
+  # 85.9-86.6% against 72.6-72.7% (docs/perf.md, "kAuto by memory peak").
+  "sm90     backward   64        64          bf16,fp16  none         short-or-fast-memory"
   "sm90     backward   64        64          bf16,fp16  rotary       auto"    # 6.16 vs sm80's 7.77 ms (docs/perf.md, "Build time")
   "sm90     backward   128       64          bf16,fp16  none,rotary  auto"    # rotary: 6.95 vs sm80's 7.73 ms
   "sm90     backward   32        64          bf16,fp16  none         auto"    # 93% of copy (exact 32-column boxes) vs sm80's 64.7%

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "backends/registry.h"
+#include "core/device_info.h"
 #include "core/kernel_table.h"
 
 namespace blockattn::api {
@@ -13,11 +14,12 @@ bool portable_forced_by_environment() {
 }
 
 Status choose_backend(const core::Problem& p, const core::KernelBackend** chosen) {
+  const core::DeviceTraits device{core::memory_peak_gbps()};
   return choose_from(
       backends::in_preference_order(), p, p.backend,
       [&](const core::KernelBackend& b) {
         const KernelConfig* row = core::find_kernel(b.id(), p);
-        return row != nullptr && core::automatic_for(*row, p);
+        return row != nullptr && core::automatic_for(*row, p, device);
       },
       chosen);
 }

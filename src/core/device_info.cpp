@@ -28,6 +28,15 @@ int compute_capability() {
   });
 }
 
+int memory_peak_gbps() {
+  static PerDeviceCache cache;
+  return cache.get([] {
+    const int64_t clock_khz = device_attribute(cudaDevAttrMemoryClockRate);
+    const int64_t bus_bytes = device_attribute(cudaDevAttrGlobalMemoryBusWidth) / 8;
+    return static_cast<int>(2 * clock_khz * bus_bytes / 1000000);  // kB/s -> GB/s
+  });
+}
+
 namespace {
 
 Status capability_error(int cc, const char* who, const char* relation, int wanted) {

@@ -36,6 +36,9 @@ class PerDeviceCache {
 // Of the current device; 0 when the runtime fails.
 int multiprocessor_count();
 int compute_capability();  // major * 10 + minor
+// The memory's peak bandwidth in GB/s (two transfers a clock x bus width),
+// as the device reports it: 3,352 on an H100 SXM, 4,800 on an H200.
+int memory_peak_gbps();
 
 // kUnsupported unless the current device has at least compute capability
 // `minimum` (major * 10 + minor); kCudaError if it cannot be queried.

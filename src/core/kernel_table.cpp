@@ -56,12 +56,14 @@ const KernelConfig* find_kernel(Backend backend, const Problem& p) {
   return nullptr;
 }
 
-bool automatic_for(const KernelConfig& row, const Problem& p) {
+bool automatic_for(const KernelConfig& row, const Problem& p, const DeviceTraits& device) {
   switch (kAutoUse[&row - kRows]) {
     case AutoUse::kAlways:
       return true;
     case AutoUse::kShortBatches:
       return batch_kind(p) == BatchKind::kShort;
+    case AutoUse::kShortBatchesOrFastMemory:
+      return batch_kind(p) == BatchKind::kShort || device.memory_peak_gbps >= kFastMemoryGBps;
     default:
       return false;
   }

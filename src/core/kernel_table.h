@@ -29,15 +29,29 @@ struct KernelTable {
 KernelTable kernel_table();
 
 // When kAuto may take a row (the table's `automatic` column): always, for
-// batches of short sequences only (core/batch_kind.h), or never.
-enum class AutoUse { kAlways, kShortBatches, kNever };
+// batches of short sequences only (core/batch_kind.h), for those and for
+// every batch on a device with fast memory, or never.
+enum class AutoUse { kAlways, kShortBatches, kShortBatchesOrFastMemory, kNever };
+
+// What kAuto's choice reads of the device: its memory's peak bandwidth in
+// GB/s (core::memory_peak_gbps(); 0 when unknown, read as slow). At or past
+// kFastMemoryGBps (an H200's 4.8 TB/s; an H100's is 3.35) a kernel must keep
+// more bytes in flight to keep the memory busy, and the measured choice
+// changes: the portable D = 64 backward falls from 86% of copy on an H100 to
+// 73% on an H200, where the sm90 one keeps 86% (docs/perf.md, "kAuto by
+// memory peak").
+struct DeviceTraits {
+  int memory_peak_gbps = 0;
+};
+inline constexpr int kFastMemoryGBps = 4000;
 
 // The backend's row for the problem's combination (operation, dtype, head
 // dim, block size, fusion), or null.
 const KernelConfig* find_kernel(Backend backend, const Problem& p);
 
-// Whether kAuto may take `row` (one of find_kernel's) for this problem.
-bool automatic_for(const KernelConfig& row, const Problem& p);
+// Whether kAuto may take `row` (one of find_kernel's) for this problem on
+// this device.
+bool automatic_for(const KernelConfig& row, const Problem& p, const DeviceTraits& device);
 
 // Whether any backend's row matches the problem's combination.
 bool any_backend_has_kernel(const Problem& p);

@@ -1,7 +1,8 @@
 // The host's rule for batches of short sequences (core/batch_kind.h), which
 // picks a row's short-sequence kernel and the rows kAuto takes for such
 // batches: a batch is short when its sequences average under one block,
-// whatever else its shape is.
+// whatever else its shape is. And the rows kAuto also takes on devices with
+// fast memory (core::DeviceTraits).
 #include <gtest/gtest.h>
 
 #include "core/batch_kind.h"
@@ -10,6 +11,10 @@
 
 namespace blockattn {
 namespace {
+
+// What the lent cards report (memory peak in GB/s).
+constexpr core::DeviceTraits kH100{3352};
+constexpr core::DeviceTraits kH200{4800};
 
 core::Problem batch(int64_t total_tokens, int num_seqs, int block_size) {
   core::Problem p;
@@ -48,18 +53,39 @@ TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
   const KernelConfig* row = core::find_kernel(Backend::kHopper, p);
   if (row == nullptr) GTEST_SKIP() << "this build has no sm90 bf16 backward at head_dim 64 (BLOCKATTN_HEAD_DIMS)";
   EXPECT_TRUE(row->automatic);  // the public flag: kAuto may choose it
-  EXPECT_TRUE(core::automatic_for(*row, p));
+  EXPECT_TRUE(core::automatic_for(*row, p, kH100));
   p.shape.total_tokens = 1629975;  // the headline batch: 1,415 tokens a sequence
   p.shape.num_seqs = 1152;
-  EXPECT_FALSE(core::automatic_for(*row, p));
+  EXPECT_FALSE(core::automatic_for(*row, p, kH100));
+  EXPECT_FALSE(core::automatic_for(*row, p, core::DeviceTraits{}));  // unknown memory reads as slow
 
   p.operation = Operation::kForward;
   const KernelConfig* portable = core::find_kernel(Backend::kPortable, p);
   ASSERT_NE(portable, nullptr);
-  EXPECT_TRUE(core::automatic_for(*portable, p));
+  EXPECT_TRUE(core::automatic_for(*portable, p, kH100));
   p.shape.total_tokens = 643355;
   p.shape.num_seqs = 20000;
-  EXPECT_TRUE(core::automatic_for(*portable, p));
+  EXPECT_TRUE(core::automatic_for(*portable, p, kH100));
+}
+
+// That row is `short-or-fast-memory`: on a device whose memory peaks at
+// 4 TB/s or more it is kAuto's for every batch, long ones included.
+TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
+  core::Problem p = batch(1629975, 1152, 64);  // headline: long
+  p.operation = Operation::kBackward;
+  p.shape.dtype = DType::kBF16;
+  p.shape.head_dim = 64;
+  const KernelConfig* row = core::find_kernel(Backend::kHopper, p);
+  if (row == nullptr) GTEST_SKIP() << "this build has no sm90 bf16 backward at head_dim 64 (BLOCKATTN_HEAD_DIMS)";
+  EXPECT_FALSE(core::automatic_for(*row, p, kH100));
+  EXPECT_TRUE(core::automatic_for(*row, p, kH200));
+  EXPECT_TRUE(core::automatic_for(*row, p, core::DeviceTraits{core::kFastMemoryGBps}));
+  EXPECT_FALSE(core::automatic_for(*row, p, core::DeviceTraits{core::kFastMemoryGBps - 1}));
+  p.shape.total_tokens = 643355;  // tail-d64: short
+  p.shape.num_seqs = 20000;
+  EXPECT_TRUE(core::automatic_for(*row, p, kH100));
+  EXPECT_TRUE(core::automatic_for(*row, p, kH200));
+
 }
 
 }  // namespace
