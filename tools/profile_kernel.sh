@@ -11,7 +11,10 @@
 # source text without the metrics, so read the SASS around the landmarks:
 # SYNCS.PHASECHK waits, BAR.SYNC, WARPGROUP.DEPBAR, STG).
 # SKIP (default 1) launches of the kernel are passed over first: the
-# benchmark's warm-up.
+# benchmark's warm-up. KERNEL_NAME_BASE=mangled matches KERNEL against the
+# mangled name, which tells template instances apart (e.g.
+# KERNEL='regex:forward_kernel.*FusionE1' for a rotary forward); the default,
+# `function`, is the bare name.
 set -uo pipefail
 build=${1:?build dir}
 shift
@@ -26,7 +29,7 @@ mkdir -p "$OUT"
 # not say which direction the rest is).
 metrics=${METRICS:-dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum}
 ncu --clock-control none --cache-control none --set full --metrics "$metrics" --import-source yes \
-  -k "${KERNEL:?KERNEL=regex:...}" -s "${SKIP:-1}" -c 1 -f -o "$OUT/$NAME" \
+  --kernel-name-base "${KERNEL_NAME_BASE:-function}" -k "${KERNEL:?KERNEL=regex:...}" -s "${SKIP:-1}" -c 1 -f -o "$OUT/$NAME" \
   "$build/bench/bench_blockattn" --reps 1 "$@" >"$OUT/$NAME.log" 2>&1 || {
   tail -20 "$OUT/$NAME.log"
   exit 1
