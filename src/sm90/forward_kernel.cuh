@@ -181,8 +181,9 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
+  auto consumer_coords_of = [&](int tile) { return hooks.look_ahead(coords_of(tile)); };
   run_frame<Cfg>(
-      sm.full, sm.empty, num_tiles, coords_of,
+      sm.full, sm.empty, num_tiles, coords_of, consumer_coords_of,
       [&](const tile::TileCoords& t, int stage, Barrier& full) {
         const TmaTile tiles[3] = {
             {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};

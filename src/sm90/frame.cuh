@@ -186,14 +186,18 @@ __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int
 
 // The whole frame for `num_tiles` tiles: the producer runs
 // load(coords, stage, full_barrier) per tile, consumer c runs
-// op(coords, stage, c) per tile it takes.
-template <typename Cfg, typename CoordsOf, typename Load, typename TileOp>
+// op(coords, stage, c) per tile it takes. The consumers read their
+// coordinates with consumer_coords_of: the producer's, plus what the tile
+// op's hooks look up per tile (hooks.cuh, look_ahead), so that those global
+// reads land while the consumer waits for the tile's data; the producer,
+// whose TMA issue they would delay, does without.
+template <typename Cfg, typename CoordsOf, typename ConsumerCoordsOf, typename Load, typename TileOp>
 __device__ __forceinline__ void run_frame(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
-                                          Load&& load, TileOp&& op) {
+                                          ConsumerCoordsOf&& consumer_coords_of, Load&& load, TileOp&& op) {
   run_warp_specialized<Cfg>(
       full, empty, [&] { produce_tiles<Cfg>(full, empty, num_tiles, coords_of, load); },
       [&](int consumer) {
-        consume_tiles<Cfg>(full, empty, num_tiles, consumer, coords_of,
+        consume_tiles<Cfg>(full, empty, num_tiles, consumer, consumer_coords_of,
                            [&](const auto& coords, int stage) { op(coords, stage, consumer); });
       });
 }

@@ -7,6 +7,9 @@
 //   epilogue: on a warp's fp32 output accumulator rows, before they are
 //             scaled, rounded and staged: where the backward applies the
 //             transpose rotation to dQ, dK (and dV).
+// Beside them, look_ahead(coords) fills in what the two read per tile from
+// global memory (the rotary table row of the block's first token), where a
+// frame reads a tile's coordinates before it waits for the tile.
 // A hook set is a type constructed from the kernel's AttentionParams with
 // these members and two flags:
 //   kModifiesOperands  the prologue writes shared memory (the kernel then
@@ -30,6 +33,10 @@ struct NoHooks {
   static constexpr bool kWholeRows = false;
 
   __device__ explicit NoHooks(const AttentionParams&) {}
+
+  // The tile's coordinates with whatever the hooks read per tile looked up,
+  // for a frame that reads them before waiting for the tile's data.
+  __device__ TileCoords look_ahead(const TileCoords& t) const { return t; }
 
   // Tiles of kRows x D elements in `Layout`, transformed by kThreads threads
   // (`tid` in [0, kThreads)).

@@ -142,6 +142,18 @@ class RotaryHooks {
     });
   }
 
+  // The table row of the block's first token, looked up with the tile's
+  // schedule entry: the block's BlockSeq, then its sequence's start, are two
+  // dependent global loads that would otherwise open every prologue (7% of
+  // the rotary forward's stall samples at headline-d128 and at
+  // sweep-d128-L2048-f1.0, ncu); read before the frame's wait for the
+  // tile's data, they land during it (docs/perf.md, "The table row looked
+  // up ahead").
+  __device__ __forceinline__ TileCoords look_ahead(TileCoords t) const {
+    t.first_position = lookup_first_position(t);
+    return t;
+  }
+
   // Transpose rotation of a gradient's whole rows (col0 == 0, kN == D); the
   // forward output (kOut) stays in the frame of the rotated v.
   template <int kN>
@@ -220,8 +232,12 @@ class RotaryHooks {
     }
   }
 
-  // Table row of the tile's first token (later rows follow it one by one).
+  // Table row of the tile's first token (later rows follow it one by one):
+  // looked up ahead (look_ahead) or now.
   __device__ __forceinline__ int64_t first_position(const TileCoords& t) const {
+    return t.first_position != kUnknownPosition ? t.first_position : lookup_first_position(t);
+  }
+  __device__ __forceinline__ int64_t lookup_first_position(const TileCoords& t) const {
     const RotaryParams& r = p_.rotary;
     if (!r.in_sequence) return t.block.row_begin;
     const schedule::BlockSeq at = p_.schedule.block_seqs[t.block_index];

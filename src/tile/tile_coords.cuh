@@ -5,14 +5,23 @@
 // query heads of one KV group are neighbours and find K and V in L2.
 #pragma once
 
+#include <cstdint>
+
 #include "common/attention_params.h"
 
 namespace blockattn::tile {
+
+// TileCoords::first_position before a hook set has looked it up.
+inline constexpr int64_t kUnknownPosition = INT64_MIN;
 
 struct TileCoords {
   schedule::BlockDesc block;
   int q_head, kv_head;
   int block_index;  // in the schedule (its BlockSeq entry)
+  // The rotary table row of the block's first token, where the hook set
+  // looked it up with the tile's schedule entry (look_ahead, hooks.cuh);
+  // kUnknownPosition elsewhere. Kernels without rotary never read it.
+  int64_t first_position = kUnknownPosition;
 
   // A tile per (block, query head): the forward, and any backward with Hq == Hkv.
   __device__ static TileCoords per_query_head(const AttentionParams& p, int tile) {
