@@ -180,10 +180,12 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
   const ForwardSmem<T, D, B, C, P> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
+  // The consumers read the producer's coordinates: with the hooks' look_ahead
+  // (what the backward does), the rotary forward gained nothing and lost 2-4%
+  // at sweep-d64-L256-f0.5 (docs/perf.md, "The table row looked up ahead").
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
-  auto consumer_coords_of = [&](int tile) { return hooks.look_ahead(coords_of(tile)); };
   run_frame<Cfg>(
-      sm.full, sm.empty, num_tiles, coords_of, consumer_coords_of,
+      sm.full, sm.empty, num_tiles, coords_of, coords_of,
       [&](const tile::TileCoords& t, int stage, Barrier& full) {
         const TmaTile tiles[3] = {
             {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
