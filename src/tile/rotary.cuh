@@ -144,11 +144,11 @@ class RotaryHooks {
 
   // The table row of the block's first token, looked up with the tile's
   // schedule entry: the block's BlockSeq, then its sequence's start, are two
-  // dependent global loads that would otherwise open every prologue (7% of
-  // the rotary forward's stall samples at headline-d128 and at
-  // sweep-d128-L2048-f1.0, ncu); read before the frame's wait for the
-  // tile's data, they land during it (docs/perf.md, "The table row looked
-  // up ahead").
+  // dependent global loads that would otherwise open every prologue (6-7%
+  // of the rotary forward's stall samples, ncu). The sm90 per-consumer
+  // backward reads them with the tile's coordinates, before its wait for
+  // the tile's data, so they land during it: 1-4% of its rotary time
+  // (docs/perf.md, "The table row looked up ahead").
   __device__ __forceinline__ TileCoords look_ahead(TileCoords t) const {
     t.first_position = lookup_first_position(t);
     return t;

@@ -85,7 +85,6 @@ TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
   p.shape.num_seqs = 20000;
   EXPECT_TRUE(core::automatic_for(*row, p, kH100));
   EXPECT_TRUE(core::automatic_for(*row, p, kH200));
-
 }
 
 }  // namespace
