@@ -17,6 +17,8 @@
 
 #include "blockattn/blockattn.h"
 #include "common/test_seed.h"
+#include "core/device_info.h"
+#include "core/kernel_table.h"
 #include "reference/reference.h"
 #include "support/device_buffer.h"
 #include "support/jagged_batch.h"
@@ -246,12 +248,7 @@ int device_compute_capability() {
 
 // Whether the device's memory peaks at 4 TB/s or more (an H200, not an
 // H100): where kAuto prefers the sm_90 backward at head_dim 64 for every batch.
-bool device_has_fast_memory() {
-  int clock_khz = 0, bus_bits = 0;
-  BA_CHECK_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0));
-  BA_CHECK_CUDA(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
-  return 2.0 * clock_khz * 1e3 * bus_bits / 8 >= 4e12;
-}
+bool device_has_fast_memory() { return core::memory_peak_gbps() >= core::kFastMemoryGBps; }
 
 // The portable path everywhere, plus the sm_90 path on compute capability 9.0;
 // of those, the ones whose kernel table has this operation, dtype, head dim,
