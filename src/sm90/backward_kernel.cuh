@@ -55,10 +55,11 @@ struct BackwardConfig {
   // a third consumer warpgroup hides the other two's latency.
   static constexpr int kConsumers = D <= 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  // One exact 32-column chunk at D = 32 (tile_chunk_cols in params.h); past
-  // 64, head dims that are not a multiple of 64 fill whole 64-column chunks,
-  // as in the forward: TMA reads zeros past column D, the products over D
-  // sum the real columns only, and only D columns are stored.
+  // Exact 32-column chunks where D is not a multiple of 64 (D = 32, 96, 160;
+  // tile_chunk_cols in params.h), so kPaddedD == D here; the padding below
+  // serves layouts whose chunks overshoot D (TMA reads zeros past column D,
+  // the products over D sum the real columns only, and only D columns are
+  // stored).
   static constexpr int kChunkCols = Layout::kChunkColumns;
   static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;
   static constexpr int kPaddedD = kChunks * kChunkCols;
@@ -71,10 +72,11 @@ struct BackwardConfig {
   static constexpr int kScratchBytes = (kDsInV ? 1 : 2) * kProbTileBytes;  // per consumer
   // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB beside three
   // consumers' P and dS scratch), or 6 (two per consumer) with dS in V's
-  // buffer; at D = 32, 10; at D = 160 and 192, 2 (one per consumer: one's
-  // next tile lands while the other computes; with the scratch, 225 KB of
-  // the 227 KB a CTA may have). Past 192 columns a stage is 128 KB and only
-  // one fits: no kernel there.
+  // buffer; at D = 32, 10; at D = 96, 4 (two per consumer); at D = 160 and
+  // 192, 2 (one per consumer: one's next tile lands while the other
+  // computes; at D = 192, with the scratch, 225 KB of the 227 KB a CTA may
+  // have). Past 192 columns a stage is 128 KB and only one fits: no kernel
+  // there.
   static constexpr int kStages = (kConsumers == 3 && !kDsInV ? 160 * 1024 : 192 * 1024) / kStageBytes;
   static constexpr int kSmemBytes =
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
@@ -185,9 +187,12 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   named_barrier_sync(barrier_id, 128);
   if constexpr (Cfg::kDsInV) tile::stage_operand_rows<ProbLayout>(ds_op, dscores_tile, row0, lane);
 
-  // dQ = scale dS K, a chunk's columns at a time (B = one chunk of K), or
-  // whole rows where the epilogue needs them (fewer live registers otherwise).
-  constexpr int kDqCols = Hooks::kWholeRows ? kPaddedD : Cfg::kChunkCols;
+  // dQ = scale dS K, a 64-column chunk at a time (B = one chunk of K; fewer
+  // live registers), or whole rows where the epilogue needs them and where
+  // the chunks are 32 columns (D = 96, 160: one product of N = D instead of
+  // three or five of N = 32).
+  constexpr bool kNarrowChunks = Cfg::kChunkCols == tile::kNarrowChunkCols;
+  constexpr int kDqCols = Hooks::kWholeRows || kNarrowChunks ? kPaddedD : Cfg::kChunkCols;
 #pragma unroll
   for (int c = 0; c < kPaddedD / kDqCols; ++c) {
     tile::Accumulator<kDqCols> dq;
