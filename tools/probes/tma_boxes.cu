@@ -10,7 +10,13 @@
 //   exact: the last half chunk a {32, 1, 64} box, 64-byte swizzle;
 //   rowmap: a 2D map over [T, H * D] (heads contiguous): every chunk a full
 //           {64, 64} box at column h * D + 64 c, the padded half reading the
-//           next head's first columns (zeros past the last head).
+//           next head's first columns (zeros past the last head);
+//   narrow: every chunk a {32, 1, 64} box, 64-byte swizzle (the sm90
+//           backward's loader at D = 32, 96 and 160 since session 19). Its
+//           question: is the D = 96 backward's 72% of copy (the D = 128
+//           one's 93%) the narrow boxes, or the rows of [T, 5, 96] (960
+//           bytes apart, odd heads starting mid-line)? Compare D = 96 and
+//           D = 128 in this mode.
 // Build: nvcc -std=c++17 -O3 -arch=sm_90a -lcuda tools/probes/tma_boxes.cu
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -36,14 +42,14 @@ constexpr int kRows = 64;
 __global__ void __launch_bounds__(32) stream_tiles(const __grid_constant__ CUtensorMap full_map,
                                                    const __grid_constant__ CUtensorMap half_map, int items, int heads,
                                                    int full_boxes, int half_box, int stages, int stage_bytes,
-                                                   int row_map_d) {
+                                                   int row_map_d, int narrow_boxes) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + stages * stage_bytes);
   if (threadIdx.x != 0) return;
   for (int s = 0; s < stages; ++s) ptx::mbarrier_init(&full[s], 1);
   ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
-  const uint32_t tx = (full_boxes * 64 + (half_box ? 32 : 0)) * kRows * 2;
+  const uint32_t tx = (full_boxes * 64 + (half_box ? 32 : 0) + narrow_boxes * 32) * kRows * 2;
   int i = 0;
   for (int item = blockIdx.x; item < items; item += gridDim.x, ++i) {
     const int slot = i % stages;
@@ -61,6 +67,11 @@ __global__ void __launch_bounds__(32) stream_tiles(const __grid_constant__ CUten
     for (int c = 0; c < full_boxes && !row_map_d; ++c) {
       const int32_t at[3] = {c * 64, head, block * kRows};
       ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst + c * 64 * kRows * 2, &full_map, at,
+                                &full[slot]);
+    }
+    for (int c = 0; c < narrow_boxes; ++c) {
+      const int32_t at[3] = {c * 32, head, block * kRows};
+      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst + c * 32 * kRows * 2, &half_map, at,
                                 &full[slot]);
     }
     if (half_box) {
@@ -160,26 +171,27 @@ int main() {
     const CUtensorMap full_map = make_map(buf, c.d, c.heads, tokens, c.head_stride, 64, CU_TENSOR_MAP_SWIZZLE_128B);
     const CUtensorMap half_map = make_map(buf, c.d, c.heads, tokens, c.head_stride, 32, CU_TENSOR_MAP_SWIZZLE_64B);
     const CUtensorMap row_map = make_row_map(buf, c.heads * c.d, tokens);
-    for (int mode = 0; mode < 3; ++mode) {
+    for (int mode = 0; mode < 4; ++mode) {
       if (mode == 1 && !has_half) continue;
       if (mode == 2 && c.head_stride != c.d) continue;
-      const bool exact = mode == 1;
-      const int fb = exact ? full_boxes : padded_chunks;
+      const bool exact = mode == 1, narrow = mode == 3;
+      const int fb = narrow ? 0 : exact ? full_boxes : padded_chunks;
+      const int nb = narrow ? c.d / 32 : 0;
       const int hb = exact ? 1 : 0;
       const CUtensorMap& fm = mode == 2 ? row_map : full_map;
       const int row_map_d = mode == 2 ? c.d : 0;
       const int smem = stages * stage_bytes + stages * 8 + 1024;
-      stream_tiles<<<sms, 32, smem>>>(fm, half_map, items, c.heads, fb, hb, stages, stage_bytes, row_map_d);
+      stream_tiles<<<sms, 32, smem>>>(fm, half_map, items, c.heads, fb, hb, stages, stage_bytes, row_map_d, nb);
       CHECK(cudaGetLastError());
       CHECK(cudaEventRecord(a));
       for (int r = 0; r < 5; ++r)
-        stream_tiles<<<sms, 32, smem>>>(fm, half_map, items, c.heads, fb, hb, stages, stage_bytes, row_map_d);
+        stream_tiles<<<sms, 32, smem>>>(fm, half_map, items, c.heads, fb, hb, stages, stage_bytes, row_map_d, nb);
       CHECK(cudaEventRecord(b));
       CHECK(cudaEventSynchronize(b));
       CHECK(cudaEventElapsedTime(&ms, a, b));
       const double useful = double(tokens) * c.heads * c.d * 2 * 5;
       const double gbs = useful / (ms * 1e6);
-      std::printf("%-5d %-5d %-8d %-6s %-7d %9.0f %7.1f%%\n", c.d, c.heads, c.head_stride, mode == 2 ? "rowmap" : exact ? "exact" : "pad",
+      std::printf("%-5d %-5d %-8d %-6s %-7d %9.0f %7.1f%%\n", c.d, c.heads, c.head_stride, mode == 3 ? "narrow" : mode == 2 ? "rowmap" : exact ? "exact" : "pad",
                   stages, gbs, 100.0 * gbs / copy_gbs);
     }
   }
