@@ -247,16 +247,15 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
   auto consumer_coords_of = [&](int tile) { return hooks.look_ahead(coords_of(tile)); };
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, coords_of, consumer_coords_of,
-      [&](const tile::TileCoords& t, int stage, Barrier& full) {
+      [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
         const TmaTile tiles[4] = {{&p.q_map, t.q_head, sm.q(stage)},
                                   {&p.k_map, t.kv_head, sm.k(stage)},
                                   {&p.v_map, t.kv_head, sm.v(stage)},
                                   {&p.dout_map, t.q_head, sm.dout(stage)}};
         load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
-      [&](const tile::TileCoords& t, int stage, int consumer) {
-        backward_tile<T, D, B, S>(p, hooks, sm, t, stage, consumer);
-      });
+      [&](const tile::TileCoords& t, int stage, int consumer)
+          BLOCKATTN_INLINE { backward_tile<T, D, B, S>(p, hooks, sm, t, stage, consumer); });
 }
 
 }  // namespace blockattn::sm90

@@ -186,14 +186,13 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, coords_of, coords_of,
-      [&](const tile::TileCoords& t, int stage, Barrier& full) {
+      [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
         const TmaTile tiles[3] = {
             {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
         load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
-      [&](const tile::TileCoords& t, int stage, int consumer) {
-        forward_tile<T, D, B, C, P>(p, hooks, sm, t, stage, consumer);
-      });
+      [&](const tile::TileCoords& t, int stage, int consumer)
+          BLOCKATTN_INLINE { forward_tile<T, D, B, C, P>(p, hooks, sm, t, stage, consumer); });
 }
 
 }  // namespace blockattn::sm90

@@ -15,6 +15,15 @@
 
 #include "sm90/sync.cuh"
 
+// The lambdas that carry a tile's products through the frame are
+// BLOCKATTN_INLINE. A call between a kernel and its wgmma instructions makes
+// ptxas serialize every wgmma of the kernel (C7510, "wgmma pipeline crossing
+// function boundary"; docs/perf.md, "Build time, and a call ptxas left in the
+// sm_90 rotary backward"). nvcc inlines small lambdas by itself, but it left
+// calls in the fp16 rotary backward at D = 96 and 128 (both block sizes) and
+// in the rotary backward at D = 160 and 192.
+#define BLOCKATTN_INLINE __attribute__((always_inline))
+
 namespace blockattn::sm90 {
 
 // Runs `producer()` on thread 0 of warpgroup 0 and `consumer(c)` on
@@ -195,10 +204,10 @@ template <typename Cfg, typename CoordsOf, typename ConsumerCoordsOf, typename L
 __device__ __forceinline__ void run_frame(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
                                           ConsumerCoordsOf&& consumer_coords_of, Load&& load, TileOp&& op) {
   run_warp_specialized<Cfg>(
-      full, empty, [&] { produce_tiles<Cfg>(full, empty, num_tiles, coords_of, load); },
-      [&](int consumer) {
+      full, empty, [&]() BLOCKATTN_INLINE { produce_tiles<Cfg>(full, empty, num_tiles, coords_of, load); },
+      [&](int consumer) BLOCKATTN_INLINE {
         consume_tiles<Cfg>(full, empty, num_tiles, consumer, consumer_coords_of,
-                           [&](const auto& coords, int stage) { op(coords, stage, consumer); });
+                           [&](const auto& coords, int stage) BLOCKATTN_INLINE { op(coords, stage, consumer); });
       });
 }
 

@@ -73,7 +73,7 @@ __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles,
   }
   __syncthreads();
   split_roles<Cfg>(
-      [&] {
+      [&]() BLOCKATTN_INLINE {
         int j = 0;
         for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
           const auto coords = coords_of(tile);
@@ -87,7 +87,7 @@ __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles,
           }
         }
       },
-      [&](int consumer) {
+      [&](int consumer) BLOCKATTN_INLINE {
         int first = 0;
         for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
           const auto coords = coords_of(tile);
