@@ -5,11 +5,12 @@
 // before it is timed.
 //
 //   bench_blockattn [--workloads a,b,...] [--sweep] [--extra] [--reps N] [--json PATH]
-//                   [--backend auto|portable|hopper] [--rotary] [--block-size N]
+//                   [--backend auto|portable|hopper] [--rotary] [--block-size N] [--dtype bf16|fp16]
 // --rotary also times each workload with rotary embeddings fused (q, k and v
 // rotated, half-split pairs, positions within each sequence, an fp32 table of
-// max_len rows, then the same table in bf16) and prints the ratios to the plain
-// kernels of the same run.
+// max_len rows, then the same table in the inputs' 16-bit type) and prints the
+// ratios to the plain kernels of the same run. --dtype fp16 runs the same
+// workloads in fp16 (docs/workloads.md defines them in bf16).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench/bench_timing.cuh"
@@ -34,13 +36,14 @@ using namespace blockattn::bench;
 
 // Host copy of heads [first, first + count) of one block's rows of a packed
 // [T, heads, D] tensor, as dense fp64 [n, count, D].
-std::vector<double> block_rows(const DeviceBuffer<bf16>& t, const schedule::BlockDesc& b, int heads, int first,
-                               int count, int dim) {
+template <typename T>
+std::vector<double> block_rows(const DeviceBuffer<T>& t, const schedule::BlockDesc& b, int heads, int first, int count,
+                               int dim) {
   const size_t row = static_cast<size_t>(count) * dim;
-  std::vector<bf16> rows(static_cast<size_t>(b.row_count) * row);
+  std::vector<T> rows(static_cast<size_t>(b.row_count) * row);
   for (int r = 0; r < b.row_count; ++r)
     BA_CHECK_CUDA(cudaMemcpy(rows.data() + r * row, t.get() + (size_t(b.row_begin + r) * heads + first) * dim,
-                             row * sizeof(bf16), cudaMemcpyDeviceToHost));
+                             row * sizeof(T), cudaMemcpyDeviceToHost));
   std::vector<double> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i)
     out[i] = to_double(rows[i]);
@@ -57,15 +60,17 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& ref) {
 }
 
 // Packed [T, Hq, D] (q, out, dout, dq) and [T, Hkv, D] (k, v, dk, dv) tensors.
+template <typename T>
 struct Tensors {
-  DeviceBuffer<bf16> q, k, v, out, dout, dq, dk, dv;
+  DeviceBuffer<T> q, k, v, out, dout, dq, dk, dv;
   Tensors(size_t nq, size_t nkv) : q(nq), k(nkv), v(nkv), out(nq), dout(nq), dq(nq), dk(nkv), dv(nkv) {}
 };
 
 // Worst relative L2 error over a sample of (block, KV head) pairs, with all
 // query heads of the group, forward and backward outputs, against the fp64
-// reference on the same bf16 inputs.
-double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& blocks, const Workload& w,
+// reference on the same 16-bit inputs.
+template <typename T>
+double spot_check(const Tensors<T>& t, const std::vector<schedule::BlockDesc>& blocks, const Workload& w,
                   int block_size) {
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<size_t> pick(0, blocks.size() - 1);
@@ -80,10 +85,10 @@ double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& bloc
     p.head_dim = w.head_dim;
     p.offsets = {0, b.row_count};
     p.block_size = block_size;
-    auto get_q = [&](const DeviceBuffer<bf16>& x) {
+    auto get_q = [&](const DeviceBuffer<T>& x) {
       return block_rows(x, b, w.num_q_heads, kv_head * group, group, w.head_dim);
     };
-    auto get_kv = [&](const DeviceBuffer<bf16>& x) { return block_rows(x, b, w.num_kv_heads, kv_head, 1, w.head_dim); };
+    auto get_kv = [&](const DeviceBuffer<T>& x) { return block_rows(x, b, w.num_kv_heads, kv_head, 1, w.head_dim); };
     const auto q = get_q(t.q), k = get_kv(t.k), v = get_kv(t.v), dout = get_q(t.dout);
     std::vector<double> out(q.size()), dq(q.size()), dk(k.size()), dv(k.size());
     reference::forward(p, q, k, v, out);
@@ -94,22 +99,32 @@ double spot_check(const Tensors& t, const std::vector<schedule::BlockDesc>& bloc
   return worst;
 }
 
+template <typename T>
+T to_16bit(float v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half(v);
+  else
+    return __float2bfloat16(v);
+}
+
 struct Result {
   Workload w;
   int64_t tokens;
   double fwd_ms, bwd_ms, fwd_floor_ms, bwd_floor_ms, fwd_tflops, bwd_tflops, max_rel_err;
   double rotary_fwd_ms = 0, rotary_bwd_ms = 0;            // with --rotary: fp32 table
-  double rotary_bf16_fwd_ms = 0, rotary_bf16_bwd_ms = 0;  // bf16 table
+  double rotary_bf16_fwd_ms = 0, rotary_bf16_bwd_ms = 0;  // 16-bit table (the inputs' type)
 };
 
+template <typename Elem>
 Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary, int block_size) {
+  constexpr bool kHalf = std::is_same_v<Elem, __half>;
   const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   const auto offsets = offsets_from_lengths(lengths);
   const int64_t T = offsets.back();
   const size_t nq = static_cast<size_t>(T) * w.num_q_heads * w.head_dim;
   const size_t nkv = static_cast<size_t>(T) * w.num_kv_heads * w.head_dim;
 
-  Tensors t(nq, nkv);
+  Tensors<Elem> t(nq, nkv);
   randomize(t.q, 1);
   randomize(t.k, 2);
   randomize(t.v, 3);
@@ -118,7 +133,8 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
   d_offsets.upload(offsets);
   DeviceBuffer<unsigned char> ws(workspace_size(w.num_seqs, T));
 
-  const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, DType::kBF16, block_size};
+  const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, kHalf ? DType::kFP16 : DType::kBF16,
+                    block_size};
   const int64_t row = int64_t{w.num_q_heads} * w.head_dim, kv_row = int64_t{w.num_kv_heads} * w.head_dim;
   ForwardArgs fa;
   fa.shape = shape;
@@ -172,13 +188,13 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
     BA_CHECK_CUDA(cudaDeviceSynchronize());
     r.rotary_fwd_ms = median_ms(fwd, reps);
     r.rotary_bwd_ms = median_ms(bwd, reps);
-    // The same table in bf16 (half the angle bytes per tile).
-    std::vector<bf16> table16(table.size());
+    // The same table in the inputs' 16-bit type (half the angle bytes per tile).
+    std::vector<Elem> table16(table.size());
     for (size_t i = 0; i < table.size(); ++i)
-      table16[i] = __float2bfloat16(table[i]);
-    DeviceBuffer<bf16> d_table16(table16.size());
+      table16[i] = to_16bit<Elem>(table[i]);
+    DeviceBuffer<Elem> d_table16(table16.size());
     d_table16.upload(table16);
-    fa.rotary.table_type = ba.rotary.table_type = TableType::kBF16;
+    fa.rotary.table_type = ba.rotary.table_type = kHalf ? TableType::kFP16 : TableType::kBF16;
     fa.rotary.cos = ba.rotary.cos = d_table16.get();
     fa.rotary.sin = ba.rotary.sin = d_table16.get() + static_cast<size_t>(w.max_len) * half;
     fwd();
@@ -202,13 +218,15 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
   return r;
 }
 
-void write_json(const char* path, const std::vector<Result>& results, double copy_tbs, const char* gpu) {
+void write_json(const char* path, const std::vector<Result>& results, double copy_tbs, const char* gpu,
+                const char* dtype) {
   FILE* f = std::fopen(path, "w");
   if (!f) {
     std::perror(path);
     std::exit(1);
   }
-  std::fprintf(f, "{\n  \"gpu\": \"%s\",\n  \"copy_tb_per_s\": %.4f,\n  \"results\": [\n", gpu, copy_tbs);
+  std::fprintf(f, "{\n  \"gpu\": \"%s\",\n  \"dtype\": \"%s\",\n  \"copy_tb_per_s\": %.4f,\n  \"results\": [\n", gpu,
+               dtype, copy_tbs);
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     std::fprintf(f,
@@ -233,7 +251,7 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
 int main(int argc, char** argv) {
   std::vector<Workload> workloads = headline_workloads();
   int reps = 30;
-  bool with_rotary = false;
+  bool with_rotary = false, fp16 = false;
   int block_size = kDefaultBlockSize;
   std::string json;
   Backend backend = Backend::kAuto;
@@ -269,6 +287,13 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--rotary") {
       with_rotary = true;
+    } else if (a == "--dtype") {
+      const std::string d = value();
+      if (d != "bf16" && d != "fp16") {
+        std::fprintf(stderr, "--dtype takes bf16 or fp16, not '%s'\n", d.c_str());
+        return 2;
+      }
+      fp16 = d == "fp16";
     } else if (a == "--block-size") {
       block_size = std::atoi(value().c_str());
     } else if (a == "--reps") {
@@ -282,7 +307,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend "
                    "auto|portable|hopper] "
-                   "[--rotary] [--block-size N]\n",
+                   "[--rotary] [--block-size N] [--dtype bf16|fp16]\n",
                    argv[0]);
       return 2;
     }
@@ -296,13 +321,15 @@ int main(int argc, char** argv) {
   BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   const double copy_tbs = copy_bandwidth_tbs(reps);
   static const char* kBackendNames[] = {"auto", "portable", "hopper"};
-  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)   forward backend: %s\n", prop.name,
-              prop.multiProcessorCount, copy_tbs, kBackendNames[static_cast<int>(backend)]);
+  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)   forward backend: %s   dtype: %s\n",
+              prop.name, prop.multiProcessorCount, copy_tbs, kBackendNames[static_cast<int>(backend)],
+              fp16 ? "fp16" : "bf16");
 
   std::vector<Result> results;
   bool accurate = true;
   for (const auto& w : workloads) {
-    results.push_back(run(w, copy_tbs, reps, backend, with_rotary, block_size));
+    results.push_back(fp16 ? run<__half>(w, copy_tbs, reps, backend, with_rotary, block_size)
+                           : run<bf16>(w, copy_tbs, reps, backend, with_rotary, block_size));
     const Result& r = results.back();
     accurate &= r.max_rel_err <= 1e-2;
     std::fflush(stdout);
@@ -325,7 +352,7 @@ int main(int argc, char** argv) {
                   r.rotary_fwd_ms, r.rotary_fwd_ms / r.fwd_ms, r.bwd_ms, r.rotary_bwd_ms, r.rotary_bwd_ms / r.bwd_ms,
                   r.rotary_bf16_fwd_ms / r.fwd_ms, r.rotary_bf16_bwd_ms / r.bwd_ms);
   }
-  if (!json.empty()) write_json(json.c_str(), results, copy_tbs, prop.name);
+  if (!json.empty()) write_json(json.c_str(), results, copy_tbs, prop.name, fp16 ? "fp16" : "bf16");
   if (!accurate) {
     std::fprintf(stderr, "bench_blockattn: a spot check exceeded relative L2 error 1e-2\n");
     return 1;

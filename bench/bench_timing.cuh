@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "support/device_buffer.h"
 
@@ -15,9 +16,13 @@ namespace blockattn::bench {
 using testing::DeviceBuffer;
 using bf16 = __nv_bfloat16;
 
+__device__ inline void store_as(bf16* x, float v) { *x = __float2bfloat16(v); }
+__device__ inline void store_as(__half* x, float v) { *x = __float2half(v); }
+
 // Deterministic pseudo-random N(0,1)-ish values (sum of 4 uniforms, centred
 // and scaled), generated on the device: the headline tensors are ~1.7 GB each.
-static __global__ void fill_random(bf16* x, size_t n, uint64_t seed) {
+template <typename T>
+__global__ void fill_random(T* x, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
     float s = 0.f;
@@ -27,11 +32,12 @@ static __global__ void fill_random(bf16* x, size_t n, uint64_t seed) {
       h ^= h >> 29;
       s += static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
     }
-    x[i] = __float2bfloat16((s - 2.f) * 1.7320508f);
+    store_as(x + i, (s - 2.f) * 1.7320508f);
   }
 }
 
-inline void randomize(DeviceBuffer<bf16>& b, uint64_t seed) {
+template <typename T>
+void randomize(DeviceBuffer<T>& b, uint64_t seed) {
   fill_random<<<1024, 256>>>(b.get(), b.count(), seed);
   BA_CHECK_CUDA(cudaGetLastError());
 }
