@@ -195,7 +195,7 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
   const TakeTurns<Cfg::kConsumers> turns{consumer};
   turns.start();
   int item = 0, unit_i = 0;
-  tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
+  tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) BLOCKATTN_INLINE {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);  // what the producer loads
     const auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0 + Cfg::kConsumerRows * consumer,
                                                      Cfg::kConsumerRows);  // what this warpgroup's rows see
@@ -244,7 +244,7 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
       probs = tile::to_operand<T>(s);
       // Tiles 1..: S of tile n is issued, then P V of tile n - 1 behind it; the
       // softmax of tile n runs while that product is on the tensor cores.
-      auto step = [&](int n, auto masked) {
+      auto step = [&](int n, auto masked) BLOCKATTN_INLINE {
         const auto slot = slot_of(n), prev = slot_of(n - 1);
         sm.k_full[slot.stage].wait(slot.full_parity());
         sm.v_full[prev.stage].wait(prev.full_parity());
@@ -308,8 +308,8 @@ __global__ void __launch_bounds__(DenseForwardConfig<T, D>::kThreads, 1)
   const DenseForwardSmem<T, D> sm(smem_raw);
   if (threadIdx.x == 0) sm.init();
   __syncthreads();
-  split_roles<Cfg>([&] { dense_produce<T, D>(p, sm); },
-                   [&](int consumer) { dense_consume<T, D, kCausal>(p, sm, consumer); });
+  split_roles<Cfg>([&]() BLOCKATTN_INLINE { dense_produce<T, D>(p, sm); },
+                   [&](int consumer) BLOCKATTN_INLINE { dense_consume<T, D, kCausal>(p, sm, consumer); });
 }
 
 }  // namespace blockattn::sm90
