@@ -35,7 +35,7 @@ if want build; then
        -DBLOCKATTN_MANUAL_KERNELS=ON \
        >"$OUT/build.log" 2>&1 &&
      cmake --build build -j 16 >>"$OUT/build.log" 2>&1; then
-    note build "ok ($(grep -c 'spill' "$OUT/build.log") ptxas spill lines)"
+    note build "ok ($(grep -c 'spill' "$OUT/build.log") ptxas spill lines, $(grep -c 'C7510' "$OUT/build.log") wgmma serialized by a call)"
   else
     tail -40 "$OUT/build.log"; note build FAILED; printf '%s\n' "${summary[@]}"; exit 1
   fi
