@@ -99,14 +99,6 @@ double spot_check(const Tensors<T>& t, const std::vector<schedule::BlockDesc>& b
   return worst;
 }
 
-template <typename T>
-T to_16bit(float v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half(v);
-  else
-    return __float2bfloat16(v);
-}
-
 struct Result {
   Workload w;
   int64_t tokens;
@@ -191,7 +183,7 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
     // The same table in the inputs' 16-bit type (half the angle bytes per tile).
     std::vector<Elem> table16(table.size());
     for (size_t i = 0; i < table.size(); ++i)
-      table16[i] = to_16bit<Elem>(table[i]);
+      table16[i] = from_double<Elem>(table[i]);
     DeviceBuffer<Elem> d_table16(table16.size());
     d_table16.upload(table16);
     fa.rotary.table_type = ba.rotary.table_type = kHalf ? TableType::kFP16 : TableType::kBF16;

@@ -16,9 +16,6 @@ namespace blockattn::bench {
 using testing::DeviceBuffer;
 using bf16 = __nv_bfloat16;
 
-__device__ inline void store_as(bf16* x, float v) { *x = __float2bfloat16(v); }
-__device__ inline void store_as(__half* x, float v) { *x = __float2half(v); }
-
 // Deterministic pseudo-random N(0,1)-ish values (sum of 4 uniforms, centred
 // and scaled), generated on the device: the headline tensors are ~1.7 GB each.
 template <typename T>
@@ -32,7 +29,7 @@ __global__ void fill_random(T* x, size_t n, uint64_t seed) {
       h ^= h >> 29;
       s += static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
     }
-    store_as(x + i, (s - 2.f) * 1.7320508f);
+    x[i] = T((s - 2.f) * 1.7320508f);  // bf16 or fp16, from float
   }
 }
 
