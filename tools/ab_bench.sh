@@ -15,7 +15,11 @@
 # WORKLOADS (bench_blockattn --workloads), ROUNDS (default 2), BENCH_ARGS
 # (e.g. "--rotary" or "--backend hopper"), TESTS (a gtest filter for this
 # tree's test_gpu; empty: no tests), NEW_CUDA_FLAGS (added to this tree's
-# CUDA flags: an experiment's macros), OUT (default gpu_out/).
+# CUDA flags: an experiment's macros), NEW_SRC (the new source folder, default
+# this tree: an experiment's patch applied to a git archive), EXTRA_CMAKE
+# (CMake arguments for both builds, e.g. -DBLOCKATTN_MANUAL_KERNELS=ON), TAG
+# (suffix of the build folders, so that several A/Bs share one device call),
+# OUT (default gpu_out/).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 base_src=${1:?baseline source folder (see the header)}
@@ -24,19 +28,22 @@ OUT=${OUT:-gpu_out}
 ROUNDS=${ROUNDS:-2}
 WORKLOADS=${WORKLOADS:-headline-d64,headline-d128,sweep-d64-L256-f0.5,sweep-d128-L256-f0.5,tail-d64,tail-d128}
 TESTS=${TESTS:-}
+NEW_SRC=${NEW_SRC:-.}
+base_dir=build_ab_base${TAG:-} new_dir=build_ab_new${TAG:-}
 mkdir -p "$OUT"
-cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}")
+# shellcheck disable=SC2206
+cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" ${EXTRA_CMAKE:-})
 targets=(bench_blockattn)
 [ -n "$TESTS" ] && targets+=(test_gpu)
 
-if ! cmake -S "$base_src" -B build_ab_base "${cfg[@]}" -DBLOCKATTN_BUILD_TESTS=OFF >"$OUT/ab_cfg_base.log" 2>&1 ||
-  ! cmake -S . -B build_ab_new "${cfg[@]}" "-DCMAKE_CUDA_FLAGS=${NEW_CUDA_FLAGS:-}" >"$OUT/ab_cfg_new.log" 2>&1; then
+if ! cmake -S "$base_src" -B "$base_dir" "${cfg[@]}" -DBLOCKATTN_BUILD_TESTS=OFF >"$OUT/ab_cfg_base.log" 2>&1 ||
+  ! cmake -S "$NEW_SRC" -B "$new_dir" "${cfg[@]}" "-DCMAKE_CUDA_FLAGS=${NEW_CUDA_FLAGS:-}" >"$OUT/ab_cfg_new.log" 2>&1; then
   tail -20 "$OUT"/ab_cfg_*.log
   exit 1
 fi
-cmake --build build_ab_new -j "$(nproc)" --target "${targets[@]}" >"$OUT/ab_build_new.log" 2>&1 &
+cmake --build "$new_dir" -j "$(nproc)" --target "${targets[@]}" >"$OUT/ab_build_new.log" 2>&1 &
 new_build=$!
-cmake --build build_ab_base -j "$(nproc)" --target bench_blockattn >"$OUT/ab_build_base.log" 2>&1 || {
+cmake --build "$base_dir" -j "$(nproc)" --target bench_blockattn >"$OUT/ab_build_base.log" 2>&1 || {
   tail -30 "$OUT/ab_build_base.log"
   exit 1
 }
@@ -49,7 +56,8 @@ grep -h "spill stores" "$OUT/ab_build_new.log" | grep -v " 0 bytes spill" | sed 
 for round in $(seq "$ROUNDS"); do
   for version in base new; do
     # shellcheck disable=SC2086
-    build_ab_$version/bench/bench_blockattn --workloads "$WORKLOADS" ${BENCH_ARGS:-} \
+    dir=${base_dir}; [ "$version" = new ] && dir=${new_dir}
+    "$dir"/bench/bench_blockattn --workloads "$WORKLOADS" ${BENCH_ARGS:-} \
       --json "$OUT/ab_${version}_$round.json" >"$OUT/ab_${version}_$round.log" 2>&1 ||
       tail -3 "$OUT/ab_${version}_$round.log"
   done
@@ -57,7 +65,7 @@ done
 python3 tools/ab_summary.py --base "$OUT"/ab_base_*.json --new "$OUT"/ab_new_*.json
 
 if [ -n "$TESTS" ]; then
-  build_ab_new/tests/test_gpu --gtest_filter="$TESTS" >"$OUT/ab_test_gpu.log" 2>&1
+  "$new_dir"/tests/test_gpu --gtest_filter="$TESTS" >"$OUT/ab_test_gpu.log" 2>&1
   echo "test_gpu ($TESTS): rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/ab_test_gpu.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED' "$OUT/ab_test_gpu.log" | head -5
 fi
