@@ -24,6 +24,7 @@
 #include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
+#include "sm90/backward_tensors.cuh"
 #include "sm90/frame.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"
@@ -178,7 +179,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<kPaddedD> dv;
     wgmma_rs_tile<T, kPaddedD, Layout>(dv, pt, dout_addr);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
-    tile::write_rows<Layout, T, kPaddedD, D>(dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
+    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
                                              p.dv.token_stride, valid, lane);
   }
 
@@ -211,7 +212,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * kDqCols, lane);
   }
   __syncwarp();
-  tile::store_rows<Layout, D>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
+  tile::store_rows<Layout, D, kRowWalk>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
                               lane);
   // dS^T of this warp's key rows. In the consumer's own scratch it is read
   // before the barrier below: the next tile's dS rows land there only after
@@ -230,7 +231,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<kPaddedD> dk;
     wgmma_rs_tile<T, kPaddedD, Layout>(dk, dst, q_addr);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
-    tile::write_rows<Layout, T, kPaddedD, D>(dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
+    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
                                              p.dk.token_stride, valid, lane);
   }
 }

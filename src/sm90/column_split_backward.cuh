@@ -151,7 +151,7 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
     T* const staging = sm.staging + (col0 / tile::kChunkCols) * Layout::kChunkElems;
     auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out, int head) {
       __syncwarp();  // every lane has read what the warp staged here before (P or dS, the previous output)
-      tile::write_rows<Layout, T, kN, kStore>(
+      tile::write_rows<Layout, T, kN, kStore, kRowWalk>(
           acc, factor, staging, row0, tile::head_rows_out<T>(out, t.block, head) + col0, out.token_stride, valid, lane);
     };
     {

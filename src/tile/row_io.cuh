@@ -42,20 +42,43 @@ __device__ __forceinline__ void stage_operand_rows(const OperandA<kK>& op, T* ti
   }
 }
 
+// How store_rows walks a warp's 16 rows. kStepped: where a round of 32 lanes
+// covers whole rows, each lane keeps one column and steps its address down a
+// fixed number of rows per round, so a store costs an add and a predicate
+// instead of a 64-bit row product and a branch; the shared-memory read is
+// unconditional (the staging tile holds all 16 rows). kPerUnit: each lane
+// computes each unit's row and column afresh. kStepped was faster in the sm80
+// kernels and the sm90 forward and mixed in the sm90 backward (docs/perf.md,
+// "The output stores' address arithmetic"), which keeps kPerUnit.
+enum class RowWalk { kStepped, kPerUnit };
+
 // Stores a warp's 16 staged rows [row0, row0 + 16) of a kCols-wide tile to
 // `dst` (rows `row_stride` elements apart) with 16-byte stores, skipping rows
 // at or past valid_rows.
-template <typename Layout, int kCols, typename T>
+template <typename Layout, int kCols, RowWalk kWalk = RowWalk::kStepped, typename T>
 __device__ __forceinline__ void store_rows(const T* tile, int row0, T* dst, int64_t row_stride, int valid_rows,
                                            int lane) {
   constexpr int kUnitsPerRow = kCols / 8;
+  if constexpr (kWalk == RowWalk::kStepped && 32 % kUnitsPerRow == 0) {
+    constexpr int kRowsPerRound = 32 / kUnitsPerRow;
+    const int lane_row = lane / kUnitsPerRow, col = (lane % kUnitsPerRow) * 8;
+    T* out = dst + (row0 + lane_row) * row_stride + col;
 #pragma unroll
-  for (int round = 0; round < kUnitsPerRow / 2; ++round) {  // 16 rows x kUnitsPerRow units over 32 lanes
-    const int u = round * 32 + lane;
-    const int row = row0 + u / kUnitsPerRow, col = (u % kUnitsPerRow) * 8;
-    if (row < valid_rows)
-      *reinterpret_cast<uint4*>(dst + row * row_stride + col) =
-          *reinterpret_cast<const uint4*>(tile + Layout::offset(row, col));
+    for (int round = 0; round < 16 / kRowsPerRound; ++round) {
+      if (round > 0) out += kRowsPerRound * row_stride;
+      const int row = row0 + round * kRowsPerRound + lane_row;
+      const uint4 v = *reinterpret_cast<const uint4*>(tile + Layout::offset(row, col));
+      if (row < valid_rows) *reinterpret_cast<uint4*>(out) = v;
+    }
+  } else {
+#pragma unroll
+    for (int round = 0; round < kUnitsPerRow / 2; ++round) {  // 16 rows x kUnitsPerRow units over 32 lanes
+      const int u = round * 32 + lane;
+      const int row = row0 + u / kUnitsPerRow, col = (u % kUnitsPerRow) * 8;
+      if (row < valid_rows)
+        *reinterpret_cast<uint4*>(dst + row * row_stride + col) =
+            *reinterpret_cast<const uint4*>(tile + Layout::offset(row, col));
+    }
   }
 }
 
@@ -63,13 +86,13 @@ __device__ __forceinline__ void store_rows(const T* tile, int row0, T* dst, int6
 // rounded, staged in a kN-wide tile the warp owns, then (once every lane has
 // written) its first kStoreCols columns stored to `dst` up to valid_rows
 // (fewer than kN where a head's columns were padded to a whole tile).
-template <typename Layout, typename T, int kN, int kStoreCols = kN>
+template <typename Layout, typename T, int kN, int kStoreCols = kN, RowWalk kWalk = RowWalk::kStepped>
 __device__ __forceinline__ void write_rows(const Accumulator<kN>& acc, const RowScale& scale, T* staging, int row0,
                                            T* dst, int64_t row_stride, int valid_rows, int lane) {
   static_assert(kStoreCols <= kN, "stores only columns the accumulator has");
   stage_rows<Layout, T>(acc, scale, staging, row0, 0, lane);
   __syncwarp();
-  store_rows<Layout, kStoreCols>(staging, row0, dst, row_stride, valid_rows, lane);
+  store_rows<Layout, kStoreCols, kWalk>(staging, row0, dst, row_stride, valid_rows, lane);
 }
 
 // Writes the first kStoreCols columns of a warp's 16 x kN accumulator rows
