@@ -42,34 +42,76 @@ __device__ __forceinline__ void stage_operand_rows(const OperandA<kK>& op, T* ti
   }
 }
 
-// How store_rows walks a warp's 16 rows. kStepped: where a round of 32 lanes
-// covers whole rows, each lane keeps one column and steps its address down a
-// fixed number of rows per round, so a store costs an add and a predicate
-// instead of a 64-bit row product and a branch; the shared-memory read is
-// unconditional (the staging tile holds all 16 rows). kPerUnit: each lane
-// computes each unit's row and column afresh. kStepped was faster in the sm80
-// kernels and the sm90 forward and mixed in the sm90 backward (docs/perf.md,
-// "The output stores' address arithmetic"), which keeps kPerUnit.
+// How store_rows walks a warp's 16 rows. kStepped: the row is cut into runs
+// of a power of two 16-byte units, so that a round of 32 lanes covers whole
+// rows of a run; each lane keeps one column of a run and steps its address
+// down a fixed number of rows per round, so a store costs an add and a
+// predicate instead of a 64-bit row product and a branch (the shared-memory
+// read is unconditional: the staging tile holds all 16 rows). kPerUnit: each
+// lane computes each unit's row and column afresh. kStepped was faster in the
+// sm80 kernels and the sm90 forward and mixed or slower in the sm90 backward
+// (docs/perf.md, "The output stores' address arithmetic"), which keeps
+// kPerUnit.
 enum class RowWalk { kStepped, kPerUnit };
+
+// The largest power of two at most `units` and at most a warp's 32 lanes.
+constexpr int widest_run(int units) {
+  int run = 1;
+  while (2 * run <= units && 2 * run <= 32)
+    run *= 2;
+  return run;
+}
+
+// The largest power of two that divides `units`, at most 32.
+constexpr int equal_run(int units) {
+  int run = 1;
+  while (units % (2 * run) == 0 && 2 * run <= 32)
+    run *= 2;
+  return run;
+}
+
+// kStepped's stores of kRuns runs of kRun units each, side by side from column
+// kCol0: one address per lane, the runs at fixed offsets from it.
+template <typename Layout, int kCol0, int kRun, int kRuns, typename T>
+__device__ __forceinline__ void store_runs(const T* tile, int row0, T* dst, int64_t row_stride, int valid_rows,
+                                           int lane) {
+  constexpr int kRowsPerRound = 32 / kRun;
+  static_assert(kRowsPerRound <= 16, "runs of one unit would leave half the warp past the 16 rows");
+  const int lane_row = lane / kRun, col = kCol0 + (lane % kRun) * 8;
+  T* out = dst + (row0 + lane_row) * row_stride + col;
+#pragma unroll
+  for (int round = 0; round < 16 / kRowsPerRound; ++round) {
+    if (round > 0) out += kRowsPerRound * row_stride;
+    const int row = row0 + round * kRowsPerRound + lane_row;
+#pragma unroll
+    for (int run = 0; run < kRuns; ++run) {
+      const uint4 v = *reinterpret_cast<const uint4*>(tile + Layout::offset(row, col + 8 * kRun * run));
+      if (row < valid_rows) *reinterpret_cast<uint4*>(out + 8 * kRun * run) = v;
+    }
+  }
+}
 
 // Stores a warp's 16 staged rows [row0, row0 + 16) of a kCols-wide tile to
 // `dst` (rows `row_stride` elements apart) with 16-byte stores, skipping rows
 // at or past valid_rows.
+//
+// kStepped takes the widest runs where the row is one or two of them (96
+// columns: 64 + 32; the sm80 backward at D = 96 gained 4 points of copy
+// bandwidth where three runs of 32 gained 1.5) and equal runs otherwise (224
+// columns: seven of 32; 128 + 64 + 32 cost the sm80 forward, at its register
+// ceiling, 16 more bytes of spills and 2 points, seven runs gained 1.5).
 template <typename Layout, int kCols, RowWalk kWalk = RowWalk::kStepped, typename T>
 __device__ __forceinline__ void store_rows(const T* tile, int row0, T* dst, int64_t row_stride, int valid_rows,
                                            int lane) {
+  static_assert(kCols % 16 == 0, "rows of whole pairs of 16-byte units");
   constexpr int kUnitsPerRow = kCols / 8;
-  if constexpr (kWalk == RowWalk::kStepped && 32 % kUnitsPerRow == 0) {
-    constexpr int kRowsPerRound = 32 / kUnitsPerRow;
-    const int lane_row = lane / kUnitsPerRow, col = (lane % kUnitsPerRow) * 8;
-    T* out = dst + (row0 + lane_row) * row_stride + col;
-#pragma unroll
-    for (int round = 0; round < 16 / kRowsPerRound; ++round) {
-      if (round > 0) out += kRowsPerRound * row_stride;
-      const int row = row0 + round * kRowsPerRound + lane_row;
-      const uint4 v = *reinterpret_cast<const uint4*>(tile + Layout::offset(row, col));
-      if (row < valid_rows) *reinterpret_cast<uint4*>(out) = v;
-    }
+  constexpr int kWide = widest_run(kUnitsPerRow), kRest = kUnitsPerRow - kWide;
+  if constexpr (kWalk == RowWalk::kStepped && (kRest == 0 || kRest == widest_run(kRest))) {
+    store_runs<Layout, 0, kWide, 1>(tile, row0, dst, row_stride, valid_rows, lane);
+    if constexpr (kRest > 0) store_runs<Layout, 8 * kWide, kRest, 1>(tile, row0, dst, row_stride, valid_rows, lane);
+  } else if constexpr (kWalk == RowWalk::kStepped) {
+    constexpr int kRun = equal_run(kUnitsPerRow);
+    store_runs<Layout, 0, kRun, kUnitsPerRow / kRun>(tile, row0, dst, row_stride, valid_rows, lane);
   } else {
 #pragma unroll
     for (int round = 0; round < kUnitsPerRow / 2; ++round) {  // 16 rows x kUnitsPerRow units over 32 lanes
