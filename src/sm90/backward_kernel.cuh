@@ -179,8 +179,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<kPaddedD> dv;
     wgmma_rs_tile<T, kPaddedD, Layout>(dv, pt, dout_addr);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
-    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
-                                             p.dv.token_stride, valid, lane);
+    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(
+        dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
   }
 
   // No warp's dV product reads dO any more, nor its dV rows in V: dQ is
@@ -212,8 +212,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * kDqCols, lane);
   }
   __syncwarp();
-  tile::store_rows<Layout, D, kRowWalk>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid,
-                              lane);
+  tile::store_rows<Layout, D, kRowWalk>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head),
+                                        p.dq.token_stride, valid, lane);
   // dS^T of this warp's key rows. In the consumer's own scratch it is read
   // before the barrier below: the next tile's dS rows land there only after
   // it, so no warp's staging can overwrite rows another warp is still reading
@@ -231,8 +231,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<kPaddedD> dk;
     wgmma_rs_tile<T, kPaddedD, Layout>(dk, dst, q_addr);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
-    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
-                                             p.dk.token_stride, valid, lane);
+    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(
+        dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
   }
 }
 

@@ -142,8 +142,8 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     wgmma_rs_tile<T, D, Layout>(dq, ds_rows, k_addr);
     in.release(kTensorK, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane);
-    tile::write_rows<Layout, T, D, D, kRowWalk>(dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head),
-                                   p.dq.token_stride, valid, lane);
+    tile::write_rows<Layout, T, D, D, kRowWalk>(
+        dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid, lane);
   }
   // dV_c = P[:, c]^T dO.
   {
@@ -151,8 +151,8 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     wgmma_rs_tile<T, D, Layout>(dv, p_keys, dout_addr);
     in.release(kTensorDout, lane);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
-    tile::write_rows<Layout, T, D, D, kRowWalk>(dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head),
-                                   p.dv.token_stride, valid, lane);
+    tile::write_rows<Layout, T, D, D, kRowWalk>(
+        dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
   }
   // dK_c = scale dS[:, c]^T Q.
   {
@@ -161,8 +161,8 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     in.release(kTensorQ, lane);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
     __syncwarp();  // every lane's dQ stores have read the staged rows dK overwrites
-    tile::write_rows<Layout, T, D, D, kRowWalk>(dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head),
-                                   p.dk.token_stride, valid, lane);
+    tile::write_rows<Layout, T, D, D, kRowWalk>(
+        dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
   }
   __syncwarp();  // every lane's dK and dV stores have read its rows before the next tile's P and dS land there
 }
