@@ -70,6 +70,14 @@ constexpr int equal_run(int units) {
   return run;
 }
 
+// The cuts store_rows makes (in 16-byte units: 96 columns are 12): one run
+// at 32, 64, 128, 256 columns; 64 + 32 at 96, 128 + 32 at 160, 128 + 64 at
+// 192; seven equal runs of 32 at 224.
+static_assert(widest_run(12) == 8 && widest_run(12 - 8) == 4, "96 = 64 + 32");
+static_assert(widest_run(20) == 16 && widest_run(24) == 16 && widest_run(24 - 16) == 8, "160, 192");
+static_assert(widest_run(28 - widest_run(28)) != 28 - widest_run(28) && equal_run(28) == 4, "224 = 7 x 32");
+static_assert(widest_run(32) == 32 && equal_run(32) == 32 && widest_run(4) == 4, "256 and 32 in one run");
+
 // kStepped's stores of kRuns runs of kRun units each, side by side from column
 // kCol0: one address per lane, the runs at fixed offsets from it.
 template <typename Layout, int kCol0, int kRun, int kRuns, typename T>
