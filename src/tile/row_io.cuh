@@ -70,13 +70,19 @@ constexpr int equal_run(int units) {
   return run;
 }
 
+// Whether a row of `units` is one or two widest runs (kStepped's first cut).
+constexpr bool one_or_two_runs(int units) {
+  const int rest = units - widest_run(units);
+  return rest == 0 || rest == widest_run(rest);
+}
+
 // The cuts store_rows makes (in 16-byte units: 96 columns are 12): one run
 // at 32, 64, 128, 256 columns; 64 + 32 at 96, 128 + 32 at 160, 128 + 64 at
 // 192; seven equal runs of 32 at 224.
-static_assert(widest_run(12) == 8 && widest_run(12 - 8) == 4, "96 = 64 + 32");
-static_assert(widest_run(20) == 16 && widest_run(24) == 16 && widest_run(24 - 16) == 8, "160, 192");
-static_assert(widest_run(28 - widest_run(28)) != 28 - widest_run(28) && equal_run(28) == 4, "224 = 7 x 32");
-static_assert(widest_run(32) == 32 && equal_run(32) == 32 && widest_run(4) == 4, "256 and 32 in one run");
+static_assert(one_or_two_runs(4) && one_or_two_runs(8) && one_or_two_runs(16) && one_or_two_runs(32));
+static_assert(widest_run(12) == 8 && widest_run(20) == 16 && widest_run(24) == 16, "96, 160, 192: two runs");
+static_assert(one_or_two_runs(12) && one_or_two_runs(20) && one_or_two_runs(24));
+static_assert(!one_or_two_runs(28) && equal_run(28) == 4, "224 = 7 x 32");
 
 // kStepped's stores of kRuns runs of kRun units each, side by side from column
 // kCol0: one address per lane, the runs at fixed offsets from it.
@@ -114,7 +120,7 @@ __device__ __forceinline__ void store_rows(const T* tile, int row0, T* dst, int6
   static_assert(kCols % 16 == 0, "rows of whole pairs of 16-byte units");
   constexpr int kUnitsPerRow = kCols / 8;
   constexpr int kWide = widest_run(kUnitsPerRow), kRest = kUnitsPerRow - kWide;
-  if constexpr (kWalk == RowWalk::kStepped && (kRest == 0 || kRest == widest_run(kRest))) {
+  if constexpr (kWalk == RowWalk::kStepped && one_or_two_runs(kUnitsPerRow)) {
     store_runs<Layout, 0, kWide, 1>(tile, row0, dst, row_stride, valid_rows, lane);
     if constexpr (kRest > 0) store_runs<Layout, 8 * kWide, kRest, 1>(tile, row0, dst, row_stride, valid_rows, lane);
   } else if constexpr (kWalk == RowWalk::kStepped) {
