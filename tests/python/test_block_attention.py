@@ -639,7 +639,7 @@ def test_rotary_reference_system_shape():
 
 
 def test_rotary_without_backward_kernel_is_refused_up_front():
-    # Past D = 128 the table builds the rotary forward only: asking for
+    # Past D = 192 the table builds the rotary forward only: asking for
     # gradients must fail at the call, naming rotary, not in the backward;
     # the forward alone runs and is accurate.
     code = ops._DTYPE_CODES[torch.bfloat16]
