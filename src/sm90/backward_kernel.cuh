@@ -24,7 +24,6 @@
 #include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
-#include "sm90/backward_tensors.cuh"
 #include "sm90/frame.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"

@@ -1,14 +1,24 @@
 // The backward's products whose A operand comes from registers: dV = P^T dO,
 // dK = dS^T Q (A = a transposed P or dS tile read from shared memory) and
-// dQ = dS K (A = dS itself). Shared by the per-consumer-tile backward
-// (backward_kernel.cuh) and the shared-tile one (shared_tile_backward.cuh).
+// dQ = dS K (A = dS itself), and how their results leave. Shared by the three
+// sm90 backward kernels (backward_kernel.cuh, shared_tile_backward.cuh,
+// column_split_backward.cuh).
 #pragma once
 
 #include "sm90/wgmma.cuh"
 #include "tile/fragments.cuh"
+#include "tile/row_io.cuh"
 #include "tile/smem_layout.cuh"
 
 namespace blockattn::sm90 {
+
+// How the backward kernels store their outputs' rows: per unit. The stepped
+// walk the other kernels use was mixed here (H100: tail-d64 -3 points,
+// sweep-d64-L256 +2; H200: tail-d128 +8, sweep-d128-L256 -3), and at D = 96
+// and 160, in runs inside one 32-column chunk (which reads the staging tile
+// without the per-unit walk's bank conflicts), 2 points slower (docs/perf.md,
+// "The output stores' address arithmetic" and "The D = 96 sm_90 backward").
+constexpr tile::RowWalk kRowWalk = tile::RowWalk::kPerUnit;
 
 // A-operand fragments of X^T for this warp's 16 key rows, k-step by k-step,
 // from a kRows x kKeys tile X [query][key] (ldmatrix.trans, as in the sm80

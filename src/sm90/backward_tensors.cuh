@@ -17,14 +17,6 @@ enum BackwardTensor : int { kTensorV = 0, kTensorK = 1, kTensorDout = 2, kTensor
 // The named barrier of the two consumer warpgroups (0 is __syncthreads).
 constexpr uint32_t kConsumersBarrier = 1;
 
-// How the backward kernels store their outputs' rows: per unit. The stepped
-// walk the other kernels use was mixed here (H100: tail-d64 -3 points,
-// sweep-d64-L256 +2; H200: tail-d128 +8, sweep-d128-L256 -3), and at D = 96
-// and 160, in runs inside one 32-column chunk (which reads the staging tile
-// without the per-unit walk's bank conflicts), 2 points slower (docs/perf.md,
-// "The output stores' address arithmetic" and "The D = 96 sm_90 backward").
-constexpr tile::RowWalk kRowWalk = tile::RowWalk::kPerUnit;
-
 // The producer's part: tensor n of tile t into `slot` (kChunks chunks laid
 // out as `Layout`), completing on `full`.
 template <typename Layout, int kChunks>
