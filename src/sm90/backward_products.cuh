@@ -21,12 +21,11 @@ namespace blockattn::sm90 {
 constexpr tile::RowWalk kRowWalk = tile::RowWalk::kPerUnit;
 
 // A-operand fragments of X^T for this warp's 16 key rows, k-step by k-step,
-// from a kRows x kKeys tile X [query][key] (ldmatrix.trans, as in the sm80
-// gemm_atb). All k-steps are loaded before any wgmma reads them: a register
-// must not change while an in-flight wgmma may still read it.
-template <typename T, int kRows, int kKeys>
+// from a kRows x kKeys tile X [query][key] laid out as `Layout` (ldmatrix.trans,
+// as in the sm80 gemm_atb). All k-steps are loaded before any wgmma reads
+// them: a register must not change while an in-flight wgmma may still read it.
+template <typename T, int kRows, int kKeys, typename Layout = tile::SwizzledRows<kKeys>>
 __device__ __forceinline__ tile::OperandA<kRows> transposed_rows(const T* x, int key0, int lane) {
-  using Layout = tile::SwizzledRows<kKeys>;
   const uint32_t base = tile::smem_u32(x);
   tile::OperandA<kRows> op;
 #pragma unroll

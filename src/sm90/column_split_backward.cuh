@@ -17,11 +17,14 @@
 //                    operands); consumer 1 the rest (64 or 128 columns).
 // Warp w of either consumer owns rows 16w .. + 16 (of queries and of keys).
 //
-// Shared scratch is one 64-row staging tile (tile::Chunked<64>): each
-// consumer stages its output columns in its own chunks, P sits in chunk 0
-// (consumer 0's), dS in chunk 2 (consumer 1's), so every warp writes only
-// rows it owns in its own consumer's chunks; other warps read them only
-// between the two barriers that bracket the transposed loads of P and dS.
+// Shared scratch is one 64-row staging tile (Cfg::Layout): each consumer
+// stages its output columns in its own chunks, P sits at the start of
+// consumer 0's (columns [0, 64)), dS at the start of consumer 1's (columns
+// [128, 192)), each laid out like the outputs' chunks (Cfg::ProbLayout), so
+// every warp writes only rows it owns in its own consumer's chunks; other
+// warps read them only between the two barriers that bracket the transposed
+// loads of P and dS. At D = 224 the chunks are 32 columns (exact boxes;
+// tile_chunk_cols in params.h), and P and dS two such chunks each.
 #pragma once
 
 #include <type_traits>
@@ -39,24 +42,32 @@ namespace blockattn::sm90 {
 
 template <typename T, int D>
 struct ColumnSplitBackwardConfig {
-  static_assert(D > 128 && D <= 256, "three or four 64-column chunks: two for consumer 0, the rest for consumer 1");
+  static_assert(D > 128 && D <= 256, "128 columns for consumer 0, the rest (32 to 128) for consumer 1");
   static constexpr int kHeadDim = D;
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kConsumerThreads = 128 * kConsumers;
-  using Layout = tile::Chunked<kRows>;
-  static_assert(tile_chunk_cols(Operation::kBackward, D) == tile::kChunkCols, "the host's maps write this layout");
-  static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;
-  static constexpr int kPaddedD = kChunks * tile::kChunkCols;
+  using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kBackward, D)>;  // the host's maps write this
+  static constexpr int kChunkCols = Layout::kChunkColumns;
+  static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;
+  static constexpr int kPaddedD = kChunks * kChunkCols;
+  // P and dS in the staging tile: rows of the output chunks' width, so that a
+  // warp's 16 rows of P or dS cover the bytes of its own 16 rows of output
+  // staging (64-byte chunk rows hold half of a 128-byte P row: with P in
+  // 128-byte rows, warp 0's P rows would cover warp 1's staged dK of the
+  // previous tile while warp 1 may still be storing it).
+  using ProbLayout =
+      std::conditional_t<kChunkCols == tile::kChunkCols, tile::SwizzledRows<kRows>, tile::Chunked<kRows, kChunkCols>>;
   // Output columns [kFirstCols c, ...) go to consumer c: 128 (an m64n128
   // product) to consumer 0, the other 64 or 128 to consumer 1.
   static constexpr int kFirstCols = 128;
+  static_assert(kFirstCols + kRows <= kPaddedD, "dS fits in consumer 1's staging columns");
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTensors = kBackwardTensors;
   static constexpr int kSlotBytes = kChunks * kChunkBytes;
   static constexpr int kScratchBytes = kSlotBytes;  // the staging tile
-  // 8 slots at D = 160 and 192, 6 at 224 and 256.
+  // 8 slots at D = 160 and 192, 7 at 224 (exact chunks), 6 at 256.
   static constexpr int kSmemLimit = 227 * 1024, kBarrierRoom = 256;
   static constexpr int kSlots = (kSmemLimit - 1024 - kScratchBytes - kBarrierRoom) / kSlotBytes;
   static_assert(kSlots > kTensors, "a tile's tensors and at least one of the next tile's");
@@ -72,15 +83,15 @@ struct ColumnSplitBackwardSmem {
   using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
   Ring ring;
   T* staging;  // Chunked<64>, kPaddedD columns
-  T* probs;    // P [query][key]: chunk 0 of the staging tile (consumer 0's)
-  T* dscores;  // dS [query][key]: chunk 2 (consumer 1's)
+  T* probs;    // P [query][key]: columns [0, 64) of the staging tile (consumer 0's)
+  T* dscores;  // dS [query][key]: columns [128, 192) (consumer 1's)
 
   __device__ explicit ColumnSplitBackwardSmem(unsigned char* raw) {
     ring.base = tile::align_shared_1024(raw);
     unsigned char* scratch = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
     staging = reinterpret_cast<T*>(scratch);
     probs = staging;
-    dscores = staging + 2 * Cfg::Layout::kChunkElems;
+    dscores = staging + Cfg::kFirstCols / Cfg::kChunkCols * Cfg::Layout::kChunkElems;
     ring.full = reinterpret_cast<Barrier*>(scratch + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
   }
@@ -95,7 +106,7 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
                                                            const tile::TileCoords& t, const Tensors& in, int consumer) {
   using Cfg = ColumnSplitBackwardConfig<T, D>;
   using Layout = typename Cfg::Layout;
-  using ProbLayout = tile::SwizzledRows<Cfg::kRows>;
+  using ProbLayout = typename Cfg::ProbLayout;
   constexpr int kRows = Cfg::kRows;
   static_assert(!Hooks::kWholeRows, "each consumer holds part of an output row");
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
@@ -136,8 +147,8 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
     tile::stage_rows<ProbLayout, T>(ds, one, sm.dscores, row0, 0, lane);
   tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);  // P and dS of all rows are in place
-  tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows>(sm.probs, row0, lane);
-  tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows>(sm.dscores, row0, lane);
+  tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows, ProbLayout>(sm.probs, row0, lane);
+  tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows, ProbLayout>(sm.dscores, row0, lane);
   // Every warp holds its P^T and dS^T rows: the staging tile is free.
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
 
@@ -147,8 +158,8 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   auto outputs = [&](auto cols, auto store_cols) {
     constexpr int kN = decltype(cols)::value, kStore = decltype(store_cols)::value;
     const int col0 = consumer * Cfg::kFirstCols;
-    const uint32_t from_col0 = (col0 / tile::kChunkCols) * Cfg::kChunkBytes;
-    T* const staging = sm.staging + (col0 / tile::kChunkCols) * Layout::kChunkElems;
+    const uint32_t from_col0 = (col0 / Cfg::kChunkCols) * Cfg::kChunkBytes;
+    T* const staging = sm.staging + (col0 / Cfg::kChunkCols) * Layout::kChunkElems;
     auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out, int head) {
       __syncwarp();  // every lane has read what the warp staged here before (P or dS, the previous output)
       tile::write_rows<Layout, T, kN, kStore, kRowWalk>(

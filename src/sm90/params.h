@@ -15,15 +15,13 @@ namespace blockattn::sm90 {
 
 // Columns of the block-diagonal kernels' TMA boxes and shared-memory chunks
 // (tile::Chunked), one rule for the kernels and the host's tensor maps. The
-// per-consumer backward (D <= 192) reads a head that is not a whole number
-// of 64-column chunks in exact 32-column boxes (64-byte swizzle): at D = 32,
-// 93% of copy bandwidth at headdim-d32-h16 against 86% with a half-empty
-// 64-column box. The forward measured the other way at D = 32 (85% exact, 86%
-// padded) and keeps whole 64-column chunks, as does the column-split backward
-// past D = 192 (docs/perf.md, "Padded TMA boxes").
+// backward reads a head that is not a whole number of 64-column chunks in
+// exact 32-column boxes (64-byte swizzle): at D = 32, 93% of copy bandwidth
+// at headdim-d32-h16 against 86% with a half-empty 64-column box. The forward
+// measured the other way at D = 32 (85% exact, 86% padded) and keeps whole
+// 64-column chunks (docs/perf.md, "Padded TMA boxes").
 constexpr int tile_chunk_cols(Operation op, int head_dim) {
-  const bool per_consumer_backward = op == Operation::kBackward && head_dim <= 192;
-  return per_consumer_backward ? tile::chunk_cols(head_dim) : tile::kChunkCols;
+  return op == Operation::kBackward ? tile::chunk_cols(head_dim) : tile::kChunkCols;
 }
 
 // Whether the forward reads the schedule's packed tiles (runs of short
