@@ -47,8 +47,8 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     backward   160       64          bf16,fp16  none,rotary  auto"    # 79.1-79.4% of copy (exact 32-column boxes) vs sm80's 77.8-78.3%
   "sm90     backward   192       64          bf16,fp16  none,rotary  auto"    # 86.1-86.9% of copy vs sm80's 76.8-77.3% (two 96 KB stages)
   # Both consumers share a tile, by output columns (sm90/column_split_backward.cuh).
-  "sm90     backward   224       64          bf16,fp16  none         auto"
-  "sm90     backward   256       64          bf16,fp16  none         auto"
+  "sm90     backward   224       64          bf16,fp16  none,rotary  auto"
+  "sm90     backward   256       64          bf16,fp16  none,rotary  auto"
   "sm80     forward    64        64          bf16,fp16  none,rotary  auto"
   "sm80     forward    128       64          bf16,fp16  none,rotary  auto"
   "sm80     backward   64        64          bf16,fp16  none,rotary  auto"

@@ -108,7 +108,6 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
   constexpr int kRows = Cfg::kRows;
-  static_assert(!Hooks::kWholeRows, "each consumer holds part of an output row");
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
@@ -187,10 +186,36 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
       write(dk, scale, p.dk, t.kv_head);
     }
   };
-  if (consumer == 0)
+  // Hooks that need whole output rows in one accumulator (rotary's transpose
+  // rotation pairs column j with j + r/2) split the outputs by tensor
+  // instead: consumer 0 computes dQ and dV, consumer 1 dK, each over every
+  // column, stored from registers (a second full-width staging tile would
+  // leave the ring too few slots). The products are cheap beside the bytes
+  // here, so the 2 : 1 split costs little.
+  auto whole_rows = [&](tile::OperandA<kRows>& a, uint32_t b_addr, BackwardTensor last_read, tile::Output o,
+                        const tile::RowScale& factor, const TensorView& out, int head) BLOCKATTN_INLINE {
+    tile::Accumulator<Cfg::kPaddedD> acc;
+    wgmma_rs_tile<T, Cfg::kPaddedD, Layout>(acc, a, b_addr);
+    in.release(last_read, lane);
+    hooks.epilogue(o, acc, t, row0, 0, lane);
+    tile::store_rows_direct<T, Cfg::kPaddedD, D>(acc, factor, tile::head_rows_out<T>(out, t.block, head),
+                                                 out.token_stride, row0, valid, lane);
+  };
+  if constexpr (Hooks::kWholeRows) {
+    if (consumer == 0) {
+      in.release(kTensorQ, lane);  // dK's operand, consumer 1's
+      whole_rows(ds_rows, k_addr, kTensorK, tile::Output::kDq, scale, p.dq, t.q_head);
+      whole_rows(p_keys, dout_addr, kTensorDout, tile::Output::kDv, one, p.dv, t.kv_head);
+    } else {
+      in.release(kTensorK, lane);  // dQ's and dV's operands, consumer 0's
+      in.release(kTensorDout, lane);
+      whole_rows(ds_keys, q_addr, kTensorQ, tile::Output::kDk, scale, p.dk, t.kv_head);
+    }
+  } else if (consumer == 0) {
     outputs(Cols<Cfg::kFirstCols>{}, Cols<Cfg::kFirstCols>{});
-  else
+  } else {
     outputs(Cols<Cfg::kPaddedD - Cfg::kFirstCols>{}, Cols<D - Cfg::kFirstCols>{});
+  }
   __syncwarp();  // every lane's stores have read its rows before the next tile's P or dS lands there
 }
 
