@@ -53,8 +53,9 @@ struct ForwardConfig {
   static constexpr int kConsumers = kConsumerGroups;  // forward_consumers()
   static_assert(kConsumers == 2 || kConsumers == 3, "the register split below");
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kChunks = (D + tile::kChunkCols - 1) / tile::kChunkCols;  // 64-column chunks per row
-  static constexpr int kPaddedD = kChunks * tile::kChunkCols;                    // columns of a tile in smem
+  static constexpr int kChunkCols = Layout::kChunkColumns;
+  static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;  // chunks per row
+  static constexpr int kPaddedD = kChunks * kChunkCols;              // columns of a tile in smem
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V
   static constexpr int kStageBytes = 3 * kTileBytes;

@@ -14,14 +14,16 @@
 namespace blockattn::sm90 {
 
 // Columns of the block-diagonal kernels' TMA boxes and shared-memory chunks
-// (tile::Chunked), one rule for the kernels and the host's tensor maps. The
-// backward reads a head that is not a whole number of 64-column chunks in
-// exact 32-column boxes (64-byte swizzle): at D = 32, 93% of copy bandwidth
-// at headdim-d32-h16 against 86% with a half-empty 64-column box. The forward
-// measured the other way at D = 32 (85% exact, 86% padded) and keeps whole
-// 64-column chunks (docs/perf.md, "Padded TMA boxes").
+// (tile::Chunked), one rule for the kernels and the host's tensor maps: a
+// head that is not a whole number of 64-column chunks is read in exact
+// 32-column boxes (64-byte swizzle). The backward at D = 32: 93% of copy
+// bandwidth at headdim-d32-h16 against 86% with a half-empty 64-column box;
+// the forward at D = 96: 70.6 -> 78.9% (H200). Only the forward at D = 32
+// keeps a padded box, where it measured the other way (85% exact, 86%
+// padded; docs/perf.md, "Padded TMA boxes" and "Exact boxes in the sm_90
+// forward").
 constexpr int tile_chunk_cols(Operation op, int head_dim) {
-  return op == Operation::kBackward ? tile::chunk_cols(head_dim) : tile::kChunkCols;
+  return op == Operation::kForward && head_dim <= 32 ? tile::kChunkCols : tile::chunk_cols(head_dim);
 }
 
 // Whether the forward reads the schedule's packed tiles (runs of short
