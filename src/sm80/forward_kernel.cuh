@@ -3,11 +3,12 @@
 // warps for 32-, 64- and 128-token blocks), each warp owning its rows end to
 // end (S, softmax, P V, normalization, store).
 //
-//   frame:   a persistent loop over the CTA's tiles with two shared-memory
-//            stages of {Q, K, V}: while the CTA computes tile i from one
-//            stage, cp.async fills the other with tile i + gridDim.x. Wide
-//            heads, whose two stages would pass what every sm_80+ GPU gives a
-//            CTA, have one stage: the other resident CTAs overlap the loads;
+//   frame:   a persistent loop over the CTA's tiles with kStages
+//            shared-memory stages of {Q, K, V} (forward_stages): while the CTA
+//            computes tile i from one stage, cp.async fills the others with
+//            the next kStages - 1 tiles. Wide heads, whose two stages would
+//            pass what every sm_80+ GPU gives a CTA, have one stage: the other
+//            resident CTAs overlap the loads;
 //   loader:  forward_issue_loads (cp.async, rows past the block zero-filled);
 //   tile op: forward_tile, with the hooks of tile/hooks.cuh.
 // The output is staged in the warp's own Q rows (no other warp reads them, and
@@ -26,7 +27,20 @@
 
 namespace blockattn::sm80 {
 
-template <typename T, int D, int B>
+// Shared-memory stages of {Q, K, V}: two where they fit in 96 KB, so that
+// two CTAs stay resident (one where they do not: the other resident CTAs
+// overlap the loads), and three for the plain kernel at D = 96, whose
+// 36 KB stages leave room for two tiles loaded ahead: headdim-d96-h5 88.0-88.8
+// -> 89.3-89.8% of copy (H100). The rotary kernel there measured slower with
+// three (1.29x against 1.12x the plain forward's time; docs/perf.md, "The
+// sm80 forward at D = 96").
+constexpr int forward_stages(int head_dim, int block_size, core::Fusion fusion) {
+  const int stage_bytes = 3 * block_size * head_dim * 2;
+  if (head_dim == 96 && block_size == 64 && fusion == core::Fusion::kNone) return 3;
+  return 2 * stage_bytes <= 96 * 1024 ? 2 : 1;
+}
+
+template <typename T, int D, int B, core::Fusion F>
 struct ForwardConfig {
   static_assert(B == 32 || B == 64 || B == 128, "one warp per 16 query rows of a 32-, 64- or 128-token block");
   static constexpr int kRows = B;  // query rows of a tile: the tokens of a block
@@ -35,7 +49,7 @@ struct ForwardConfig {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kTileElems = kRows * D;
   static constexpr int kStageBytes = 3 * kTileElems * 2;  // Q, K, V
-  static constexpr int kStages = 2 * kStageBytes <= 96 * 1024 ? 2 : 1;
+  static constexpr int kStages = forward_stages(D, B, F);
   // Columns of O per product: whole rows where they fit beside P (P of a
   // 128-key row takes as many registers as 64 columns of O).
   static constexpr int kOutCols = D <= (B == 128 ? 64 : 128) ? D : D % 64 == 0 ? 64 : D / 2;
@@ -43,7 +57,8 @@ struct ForwardConfig {
   // Enough resident CTAs to keep loads in flight; the launch bound caps
   // registers accordingly (measured: docs/perf.md). A 128-token block's
   // eight warps hold S rows of 128 keys (64 registers): two CTAs of 256
-  // threads leave them 128 registers.
+  // threads leave them 128 registers. Three CTAs at D = 96 measured slower
+  // (86 -> 80%, H200: the cap spills).
   static constexpr int kMinCtasPerSm = B == 128 ? 2 : D <= 64 ? 3 : 2;
 };
 
@@ -51,16 +66,16 @@ struct ForwardConfig {
 template <typename T, int D, int B>
 struct ForwardOperands {
   using Layout = tile::SwizzledRows<D>;
+  static constexpr int kTileElems = B * D;
   T* q;
   T* k;
   T* v;
-  __device__ explicit ForwardOperands(T* stage)
-      : q(stage), k(stage + ForwardConfig<T, D, B>::kTileElems), v(stage + 2 * ForwardConfig<T, D, B>::kTileElems) {}
+  __device__ explicit ForwardOperands(T* stage) : q(stage), k(stage + kTileElems), v(stage + 2 * kTileElems) {}
 };
 
-template <typename T, int D, int B>
+template <typename T, int D, int B, core::Fusion F>
 __device__ __forceinline__ void forward_issue_loads(const Params& p, int tile, T* stage) {
-  using Cfg = ForwardConfig<T, D, B>;
+  using Cfg = ForwardConfig<T, D, B, F>;
   const auto t = tile::TileCoords::per_query_head(p.attn, tile);
   const ForwardOperands<T, D, B> ops(stage);
   const int valid = t.block.row_count;
@@ -72,9 +87,10 @@ __device__ __forceinline__ void forward_issue_loads(const Params& p, int tile, T
                                                 valid);
 }
 
-template <typename T, int D, int B, typename Hooks>
-__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, int tile, T* stage) {
-  using Cfg = ForwardConfig<T, D, B>;
+template <typename T, int D, int B, core::Fusion F>
+__device__ __forceinline__ void forward_tile(const Params& p, const tile::Hooks<F>& hooks, int tile, T* stage) {
+  using Cfg = ForwardConfig<T, D, B, F>;
+  using Hooks = tile::Hooks<F>;
   using Layout = tile::SwizzledRows<D>;
   const int tid = opaque(static_cast<int>(threadIdx.x));  // see common/opaque.cuh
   const int lane = tid % 32, row0 = 16 * (tid / 32);
@@ -112,9 +128,9 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
 }
 
 template <typename T, int D, int B, core::Fusion F>
-__global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfig<T, D, B>::kMinCtasPerSm)
+__global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardConfig<T, D, B, F>::kMinCtasPerSm)
     forward_kernel(const __grid_constant__ Params p) {
-  using Cfg = ForwardConfig<T, D, B>;
+  using Cfg = ForwardConfig<T, D, B, F>;
   extern __shared__ __align__(128) unsigned char smem[];
   // Stage s starts at smem + s * kStageBytes (arithmetic, not an array of
   // pointers: a runtime-indexed array would live in local memory).
@@ -124,23 +140,36 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfi
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   int tile = blockIdx.x;
   if (tile >= num_tiles) return;
-  forward_issue_loads<T, D, B>(p, tile, stage_ptr(0));
-  cp_async_commit();
+  // The first kStages - 1 tiles' loads, one commit group each (possibly
+  // empty), so that "all but the newest kStages - 1 groups" below always
+  // means the current tile.
+#pragma unroll
+  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+    const int ahead = tile + s * gridDim.x;
+    if (ahead < num_tiles) forward_issue_loads<T, D, B, F>(p, ahead, stage_ptr(s));
+    cp_async_commit();
+  }
+  if constexpr (Cfg::kStages == 1) {
+    forward_issue_loads<T, D, B, F>(p, tile, stage_ptr(0));
+    cp_async_commit();
+  }
 
   for (int i = 0; tile < num_tiles; tile += gridDim.x, ++i) {
-    const int next = tile + gridDim.x;
     T* const current = stage_ptr(i % Cfg::kStages);
-    T* const other = stage_ptr((i + 1) % Cfg::kStages);  // the current one when there is one stage
-    if constexpr (Cfg::kStages == 2) {
-      if (next < num_tiles) forward_issue_loads<T, D, B>(p, next, other);
-      cp_async_commit();  // possibly empty: keeps "all but the newest group" meaning the current tile
+    if constexpr (Cfg::kStages > 1) {
+      // The stage the previous tile used: every thread is past it (the
+      // __syncthreads after that tile).
+      const int ahead = tile + (Cfg::kStages - 1) * gridDim.x;
+      if (ahead < num_tiles) forward_issue_loads<T, D, B, F>(p, ahead, stage_ptr((i + Cfg::kStages - 1) % Cfg::kStages));
+      cp_async_commit();
     }
     cp_async_wait<Cfg::kStages - 1>();
     __syncthreads();
-    forward_tile<T, D, B>(p, hooks, tile, current);
+    forward_tile<T, D, B, F>(p, hooks, tile, current);
     __syncthreads();  // this stage is refilled next
     if constexpr (Cfg::kStages == 1) {
-      if (next < num_tiles) forward_issue_loads<T, D, B>(p, next, other);
+      const int next = tile + gridDim.x;
+      if (next < num_tiles) forward_issue_loads<T, D, B, F>(p, next, current);
       cp_async_commit();
     }
   }
@@ -148,4 +177,10 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B>::kThreads, ForwardConfi
 
 }  // namespace blockattn::sm80
 
-BLOCKATTN_KERNEL_OF(sm80, Forward, forward_kernel, ForwardConfig)
+namespace blockattn {
+template <typename T, int D, int B, core::Fusion F>
+struct KernelOf<sm80::Params, Operation::kForward, T, D, B, F> {
+  using Config = sm80::ForwardConfig<T, D, B, F>;  // its stage count depends on the fusion
+  static constexpr auto kernel = sm80::forward_kernel<T, D, B, F>;
+};
+}  // namespace blockattn
