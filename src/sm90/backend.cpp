@@ -36,17 +36,31 @@ constexpr MappedInput kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
                                            {TensorId::kV, &Params::v_map},
                                            {TensorId::kDout, &Params::dout_map}};
 
+// The outputs a backward stores through TMA (backward_stores_by_tma).
+constexpr MappedInput kBackwardOutputs[] = {
+    {TensorId::kDq, &Params::dq_map}, {TensorId::kDk, &Params::dk_map}, {TensorId::kDv, &Params::dv_map}};
+
+// visit(tensor, heads, box rows) for every tensor the problem's kernel reaches
+// through a TMA map: its inputs (box: a tile's rows) and, where it stores by
+// TMA, its outputs (box: a warp's rows).
 template <typename Visit>
-void for_each_mapped_input(const Problem& p, Visit&& visit) {
+void for_each_mapped_tensor(const Problem& p, Visit&& visit) {
   auto heads = [&](TensorId id) {
-    return id == TensorId::kK || id == TensorId::kV ? p.shape.num_kv_heads : p.shape.num_q_heads;
+    return id == TensorId::kK || id == TensorId::kV || id == TensorId::kDk || id == TensorId::kDv
+               ? p.shape.num_kv_heads
+               : p.shape.num_q_heads;
   };
-  if (p.operation == Operation::kForward)
+  const auto block_rows = static_cast<uint32_t>(p.shape.block_size);
+  if (p.operation == Operation::kForward) {
     for (const MappedInput& in : kForwardInputs)
-      visit(in, heads(in.id));
-  else
-    for (const MappedInput& in : kBackwardInputs)
-      visit(in, heads(in.id));
+      visit(in, heads(in.id), block_rows);
+    return;
+  }
+  for (const MappedInput& in : kBackwardInputs)
+    visit(in, heads(in.id), block_rows);
+  if (backward_stores_by_tma(p.shape.head_dim, p.shape.block_size))
+    for (const MappedInput& out : kBackwardOutputs)
+      visit(out, heads(out.id), kStoreBoxRows);
 }
 
 class Sm90Backend final : public core::KernelBackend {
@@ -61,10 +75,10 @@ class Sm90Backend final : public core::KernelBackend {
           "backend kHopper's backward supports num_q_heads == num_kv_heads only (grouped-query attention runs on "
           "kPortable)");
     const char* why = nullptr;
-    for_each_mapped_input(p, [&](const MappedInput& in, int heads) {
+    for_each_mapped_tensor(p, [&](const MappedInput& in, int heads, uint32_t) {
       if (why == nullptr) why = tma_layout_problem(p.tensor(in.id), heads);
     });
-    if (why != nullptr) return core::unsupported("backend kHopper cannot read this layout: ", why);
+    if (why != nullptr) return core::unsupported("backend kHopper cannot address this layout: ", why);
     return Status::Ok();
   }
 
@@ -85,11 +99,10 @@ class Sm90Backend final : public core::KernelBackend {
     BLOCKATTN_RETURN_IF_ERROR(core::make_device_current());
     Params params{};
     const char* error = nullptr;
-    for_each_mapped_input(p, [&](const MappedInput& in, int heads) {
+    for_each_mapped_tensor(p, [&](const MappedInput& in, int heads, uint32_t box_rows) {
       if (error == nullptr)
         encode_head_tile_map(&(params.*in.map), p.tensor(in.id), p.shape.dtype, p.shape.total_tokens, heads,
-                             p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim),
-                             static_cast<uint32_t>(p.shape.block_size), &error);
+                             p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim), box_rows, &error);
     });
     if (error != nullptr) return core::unsupported("backend kHopper: ", error);
     params.out = p.tensor(TensorId::kOut);

@@ -32,6 +32,7 @@
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
+#include "sm90/tma_store.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -105,6 +106,7 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
                                                            const ColumnSplitBackwardSmem<T, D>& sm,
                                                            const tile::TileCoords& t, const Tensors& in, int consumer) {
   using Cfg = ColumnSplitBackwardConfig<T, D>;
+  static_assert(backward_stores_by_tma(D, Cfg::kRows), "the host encodes the outputs' store maps");
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
   constexpr int kRows = Cfg::kRows;
@@ -159,31 +161,41 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
     const int col0 = consumer * Cfg::kFirstCols;
     const uint32_t from_col0 = (col0 / Cfg::kChunkCols) * Cfg::kChunkBytes;
     T* const staging = sm.staging + (col0 / Cfg::kChunkCols) * Layout::kChunkElems;
-    auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out, int head) {
-      __syncwarp();  // every lane has read what the warp staged here before (P or dS, the previous output)
-      tile::write_rows<Layout, T, kN, kStore, kRowWalk>(
-          acc, factor, staging, row0, tile::head_rows_out<T>(out, t.block, head) + col0, out.token_stride, valid, lane);
+    static_assert(kStore % Cfg::kChunkCols == 0, "whole chunks to store");
+    auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out,
+                     const CUtensorMap& map, int head) {
+      // Every lane, and the TMA unit, has read what the warp staged here
+      // before (P or dS, the previous output).
+      wait_store_reads(lane);
+      tile::stage_rows<Layout, T>(acc, factor, staging, row0, 0, lane);
+      if (row0 + 16 <= valid) {
+        store_warp_rows<Layout, kStore / Cfg::kChunkCols>(&map, staging, row0, head, col0, t.block.row_begin, lane);
+      } else {  // rows past the block's end belong to the next block
+        __syncwarp();
+        tile::store_rows<Layout, kStore, kRowWalk>(staging, row0, tile::head_rows_out<T>(out, t.block, head) + col0,
+                                                   out.token_stride, valid, lane);
+      }
     };
     {
       tile::Accumulator<kN> dq;
       wgmma_rs_tile<T, kN, Layout>(dq, ds_rows, k_addr + from_col0);
       in.release(kTensorK, lane);
       hooks.epilogue(tile::Output::kDq, dq, t, row0, col0, lane);
-      write(dq, scale, p.dq, t.q_head);
+      write(dq, scale, p.dq, p.dq_map, t.q_head);
     }
     {
       tile::Accumulator<kN> dv;
       wgmma_rs_tile<T, kN, Layout>(dv, p_keys, dout_addr + from_col0);
       in.release(kTensorDout, lane);
       hooks.epilogue(tile::Output::kDv, dv, t, row0, col0, lane);
-      write(dv, one, p.dv, t.kv_head);
+      write(dv, one, p.dv, p.dv_map, t.kv_head);
     }
     {
       tile::Accumulator<kN> dk;
       wgmma_rs_tile<T, kN, Layout>(dk, ds_keys, q_addr + from_col0);
       in.release(kTensorQ, lane);
       hooks.epilogue(tile::Output::kDk, dk, t, row0, col0, lane);
-      write(dk, scale, p.dk, t.kv_head);
+      write(dk, scale, p.dk, p.dk_map, t.kv_head);
     }
   };
   // Hooks that need whole output rows in one accumulator (rotary's transpose
@@ -216,7 +228,9 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   } else {
     outputs(Cols<Cfg::kPaddedD - Cfg::kFirstCols>{}, Cols<D - Cfg::kFirstCols>{});
   }
-  __syncwarp();  // every lane's stores have read its rows before the next tile's P or dS lands there
+  // Every lane's stores, and the TMA unit, have read the warp's rows before
+  // the next tile's P or dS lands there (and before the CTA exits).
+  wait_store_reads(lane);
 }
 
 template <typename T, int D, core::Fusion F>

@@ -33,11 +33,22 @@ constexpr int tile_chunk_cols(Operation op, int head_dim) {
 // 93.1% -> 97.5% of copy; tail-d128 97.6% -> 86.5%, so D = 64 only.
 constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 64; }
 
+// Whether the backward stores its outputs through TMA (16-row boxes, one per
+// warp and chunk; rows past a block's end with plain stores): the
+// column-split kernel (D > 192). Its stores were 57% of its time at
+// headdim-d224-h2, whose 448-byte head rows start 64 bytes into a 128-byte
+// line every other head (docs/perf.md, "The D = 224 backward's stores").
+constexpr bool backward_stores_by_tma(int head_dim, int block_size) { return head_dim > 192 && block_size == 64; }
+constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
+
 struct Params {
   // TMA maps of the inputs (64-byte aligned by their type); dout_map only in
   // the backward.
   CUtensorMap q_map, k_map, v_map, dout_map;
-  // Outputs, written with plain 16-byte stores, never past a block's end.
+  // Store maps of the backward's outputs where backward_stores_by_tma().
+  CUtensorMap dq_map, dk_map, dv_map;
+  // Outputs, written with plain 16-byte stores (or the maps above), never
+  // past a block's end.
   TensorView out;         // forward
   TensorView dq, dk, dv;  // backward
   AttentionParams attn;
