@@ -161,20 +161,13 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
     const int col0 = consumer * Cfg::kFirstCols;
     const uint32_t from_col0 = (col0 / Cfg::kChunkCols) * Cfg::kChunkBytes;
     T* const staging = sm.staging + (col0 / Cfg::kChunkCols) * Layout::kChunkElems;
-    static_assert(kStore % Cfg::kChunkCols == 0, "whole chunks to store");
     auto write = [&](const tile::Accumulator<kN>& acc, const tile::RowScale& factor, const TensorView& out,
                      const CUtensorMap& map, int head) {
       // Every lane, and the TMA unit, has read what the warp staged here
       // before (P or dS, the previous output).
       wait_store_reads(lane);
       tile::stage_rows<Layout, T>(acc, factor, staging, row0, 0, lane);
-      if (row0 + 16 <= valid) {
-        store_warp_rows<Layout, kStore / Cfg::kChunkCols>(&map, staging, row0, head, col0, t.block.row_begin, lane);
-      } else {  // rows past the block's end belong to the next block
-        __syncwarp();
-        tile::store_rows<Layout, kStore, kRowWalk>(staging, row0, tile::head_rows_out<T>(out, t.block, head) + col0,
-                                                   out.token_stride, valid, lane);
-      }
+      store_staged_rows<Layout, kStore, kRowWalk>(map, staging, out, t.block, head, col0, row0, lane);
     };
     {
       tile::Accumulator<kN> dq;

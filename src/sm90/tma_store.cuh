@@ -10,7 +10,11 @@
 
 #include <cuda.h>
 
+#include "common/attention_params.h"
+#include "sm90/params.h"
 #include "sm90/sync.cuh"
+#include "tile/row_io.cuh"
+#include "tile/tile_coords.cuh"
 
 namespace blockattn::sm90 {
 
@@ -42,6 +46,26 @@ __device__ __forceinline__ void store_warp_rows(const CUtensorMap* map, const vo
 __device__ __forceinline__ void wait_store_reads(int lane) {
   if (lane == 0) ptx::cp_async_bulk_wait_group_read(ptx::n32_t<0>{});
   __syncwarp();
+}
+
+// A warp's 16 staged rows of an output (kCols columns of chunks from
+// `staging`, which holds output column col0 onward) to its place in `out`:
+// through TMA where every row lies inside the block, with plain stores
+// (kWalk) where some pass its end, whose rows belong to the next block.
+// Every lane must have staged its part; call wait_store_reads() before the
+// warp writes these rows again.
+template <typename Layout, int kCols, tile::RowWalk kWalk, typename T>
+__device__ __forceinline__ void store_staged_rows(const CUtensorMap& map, const T* staging, const TensorView& out,
+                                                  const schedule::BlockDesc& block, int head, int col0, int row0,
+                                                  int lane) {
+  static_assert(kCols % Layout::kChunkColumns == 0, "whole chunks to store");
+  if (row0 + static_cast<int>(kStoreBoxRows) <= block.row_count) {
+    store_warp_rows<Layout, kCols / Layout::kChunkColumns>(&map, staging, row0, head, col0, block.row_begin, lane);
+  } else {
+    __syncwarp();
+    tile::store_rows<Layout, kCols, kWalk>(staging, row0, tile::head_rows_out<T>(out, block, head) + col0,
+                                           out.token_stride, block.row_count, lane);
+  }
 }
 
 }  // namespace blockattn::sm90
