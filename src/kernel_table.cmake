@@ -29,10 +29,10 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     forward    128       64          bf16,fp16  none,rotary  auto"
   "sm90     forward    32        64          bf16,fp16  none         auto"    # 99.6-100% of copy (three consumers) vs sm80's 71.4%
   "sm90     forward    32        64          bf16,fp16  rotary       manual"  # sm80 faster with rotary: 3.31 vs 3.41 ms (2026-11-25)
-  "sm90     forward    96        64          bf16,fp16  none,rotary  manual"  # sm80 faster: 92.2% vs 69.7% (padded chunk)
-  "sm90     forward    160       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 99.3% vs 74.1%
+  "sm90     forward    96        64          bf16,fp16  none,rotary  manual"  # sm80 faster: 89.6-89.7% vs 74.5-74.7% (H100, 2026-11-26)
+  "sm90     forward    160       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 94.7-95.2% vs 75.9-76.8% (H100)
   "sm90     forward    192       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 98.3% vs 84.8% (2 stages)
-  "sm90     forward    224       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 96.0% vs 72.3%
+  "sm90     forward    224       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 92.7-93.0% vs 80.3-80.6% (H100)
   "sm90     forward    256       64          bf16,fp16  none,rotary  manual"  # sm80 faster: 91.7-92.2% vs 89.0-89.7%
   # kAuto takes it for short sequences (H100, % of copy: tail-d64 79.1-80.5%
   # against sm80's 70.0-70.9%), and for every batch on faster memory: on the
@@ -47,8 +47,8 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     backward   160       64          bf16,fp16  none,rotary  auto"    # 79.1-79.4% of copy (exact 32-column boxes) vs sm80's 77.8-78.3%
   "sm90     backward   192       64          bf16,fp16  none,rotary  auto"    # 86.1-86.9% of copy vs sm80's 76.8-77.3% (two 96 KB stages)
   # Both consumers share a tile, by output columns (sm90/column_split_backward.cuh).
-  "sm90     backward   224       64          bf16,fp16  none,rotary  auto"
-  "sm90     backward   256       64          bf16,fp16  none,rotary  auto"
+  "sm90     backward   224       64          bf16,fp16  none,rotary  auto"    # 80.7-81.0% of copy (exact boxes, TMA stores)
+  "sm90     backward   256       64          bf16,fp16  none,rotary  auto"    # 92.0-92.6%
   "sm80     forward    64        64          bf16,fp16  none,rotary  auto"
   "sm80     forward    128       64          bf16,fp16  none,rotary  auto"
   "sm80     backward   64        64          bf16,fp16  none,rotary  auto"

@@ -34,10 +34,9 @@ _BLOCK_SIZES = {
     for key in {(c.dtype, c.head_dim) for c in _lib.CONFIGS}
 }
 # (dtype code, head dim, block size) with a rotary backward kernel -> whether
-# one of them takes grouped-query heads (at D = 160 and 192, and at block size
-# 128 with D = 128, only the sm_90 backward has rotary, and it needs
-# num_q_heads == num_kv_heads; past D = 192 the table builds the rotary
-# forward only).
+# one of them takes grouped-query heads (past D = 128, and at block size 128
+# with D = 128, only the sm_90 backward has rotary, and it needs
+# num_q_heads == num_kv_heads).
 _ROTARY_BACKWARD: dict = {}
 for _c in _lib.CONFIGS:
     if _lib.OPERATION_NAMES[_c.operation] == "backward" and _c.rotary:
