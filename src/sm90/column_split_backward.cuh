@@ -14,7 +14,14 @@
 //                    memory); consumer 0 stages P, consumer 1 stages dS;
 //   consumer 0:      columns [0, 128) of dQ = scale dS K, dV = P^T dO and
 //                    dK = scale dS^T Q (m64n128 each, from the same A
-//                    operands); consumer 1 the rest (64 or 128 columns).
+//                    operands); consumer 1 the rest (96 or 128 columns);
+//                    each output staged, then stored through TMA
+//                    (tma_store.cuh: D = 224's rows start 64 bytes into a
+//                    128-byte line every other head, which 16-byte stores
+//                    paid for with 57% of the kernel's time);
+//   with rotary:     whole outputs instead (the transpose rotation pairs
+//                    column j with j + r/2): consumer 0 dQ and dV, consumer
+//                    1 dK, stored from registers.
 // Warp w of either consumer owns rows 16w .. + 16 (of queries and of keys).
 //
 // Shared scratch is one 64-row staging tile (Cfg::Layout): each consumer
@@ -61,7 +68,7 @@ struct ColumnSplitBackwardConfig {
   using ProbLayout =
       std::conditional_t<kChunkCols == tile::kChunkCols, tile::SwizzledRows<kRows>, tile::Chunked<kRows, kChunkCols>>;
   // Output columns [kFirstCols c, ...) go to consumer c: 128 (an m64n128
-  // product) to consumer 0, the other 64 or 128 to consumer 1.
+  // product) to consumer 0, the other 96 or 128 to consumer 1.
   static constexpr int kFirstCols = 128;
   static_assert(kFirstCols + kRows <= kPaddedD, "dS fits in consumer 1's staging columns");
   static constexpr int kChunkBytes = Layout::kChunkBytes;
