@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardCo
       // The stage the previous tile used: every thread is past it (the
       // __syncthreads after that tile).
       const int ahead = tile + (Cfg::kStages - 1) * gridDim.x;
-      if (ahead < num_tiles) forward_issue_loads<T, D, B, F>(p, ahead, stage_ptr((i + Cfg::kStages - 1) % Cfg::kStages));
+      if (ahead < num_tiles)
+        forward_issue_loads<T, D, B, F>(p, ahead, stage_ptr((i + Cfg::kStages - 1) % Cfg::kStages));
       cp_async_commit();
     }
     cp_async_wait<Cfg::kStages - 1>();

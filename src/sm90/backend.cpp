@@ -46,9 +46,8 @@ constexpr MappedInput kBackwardOutputs[] = {
 template <typename Visit>
 void for_each_mapped_tensor(const Problem& p, Visit&& visit) {
   auto heads = [&](TensorId id) {
-    return id == TensorId::kK || id == TensorId::kV || id == TensorId::kDk || id == TensorId::kDv
-               ? p.shape.num_kv_heads
-               : p.shape.num_q_heads;
+    const bool kv = id == TensorId::kK || id == TensorId::kV || id == TensorId::kDk || id == TensorId::kDv;
+    return kv ? p.shape.num_kv_heads : p.shape.num_q_heads;
   };
   const auto block_rows = static_cast<uint32_t>(p.shape.block_size);
   if (p.operation == Operation::kForward) {
