@@ -140,17 +140,14 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardCo
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   int tile = blockIdx.x;
   if (tile >= num_tiles) return;
-  // The first kStages - 1 tiles' loads, one commit group each (possibly
-  // empty), so that "all but the newest kStages - 1 groups" below always
-  // means the current tile.
+  // The first kStages - 1 tiles' loads (with one stage, the first tile's),
+  // one commit group each (possibly empty), so that "all but the newest
+  // kStages - 1 groups" below always means the current tile.
+  constexpr int kTilesAhead = Cfg::kStages > 1 ? Cfg::kStages - 1 : 1;
 #pragma unroll
-  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+  for (int s = 0; s < kTilesAhead; ++s) {
     const int ahead = tile + s * gridDim.x;
     if (ahead < num_tiles) forward_issue_loads<T, D, B, F>(p, ahead, stage_ptr(s));
-    cp_async_commit();
-  }
-  if constexpr (Cfg::kStages == 1) {
-    forward_issue_loads<T, D, B, F>(p, tile, stage_ptr(0));
     cp_async_commit();
   }
 

@@ -24,20 +24,20 @@ const KernelEntry<Params> kKernels[] = {
 };
 #undef BLOCKATTN_KERNEL
 
-// The inputs this backend reads through TMA maps (outputs are plain stores).
-struct MappedInput {
+// A tensor this backend reaches through a TMA map, and the map's place in Params.
+struct MappedTensor {
   TensorId id;
   CUtensorMap Params::*map;
 };
-constexpr MappedInput kForwardInputs[] = {
+constexpr MappedTensor kForwardInputs[] = {
     {TensorId::kQ, &Params::q_map}, {TensorId::kK, &Params::k_map}, {TensorId::kV, &Params::v_map}};
-constexpr MappedInput kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
-                                           {TensorId::kK, &Params::k_map},
-                                           {TensorId::kV, &Params::v_map},
-                                           {TensorId::kDout, &Params::dout_map}};
+constexpr MappedTensor kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
+                                            {TensorId::kK, &Params::k_map},
+                                            {TensorId::kV, &Params::v_map},
+                                            {TensorId::kDout, &Params::dout_map}};
 
 // The outputs a backward stores through TMA (backward_stores_by_tma).
-constexpr MappedInput kBackwardOutputs[] = {
+constexpr MappedTensor kBackwardOutputs[] = {
     {TensorId::kDq, &Params::dq_map}, {TensorId::kDk, &Params::dk_map}, {TensorId::kDv, &Params::dv_map}};
 
 // visit(tensor, heads, box rows) for every tensor the problem's kernel reaches
@@ -51,14 +51,14 @@ void for_each_mapped_tensor(const Problem& p, Visit&& visit) {
   };
   const auto block_rows = static_cast<uint32_t>(p.shape.block_size);
   if (p.operation == Operation::kForward) {
-    for (const MappedInput& in : kForwardInputs)
+    for (const MappedTensor& in : kForwardInputs)
       visit(in, heads(in.id), block_rows);
     return;
   }
-  for (const MappedInput& in : kBackwardInputs)
+  for (const MappedTensor& in : kBackwardInputs)
     visit(in, heads(in.id), block_rows);
   if (backward_stores_by_tma(p.shape.head_dim, p.shape.block_size))
-    for (const MappedInput& out : kBackwardOutputs)
+    for (const MappedTensor& out : kBackwardOutputs)
       visit(out, heads(out.id), kStoreBoxRows);
 }
 
@@ -74,8 +74,8 @@ class Sm90Backend final : public core::KernelBackend {
           "backend kHopper's backward supports num_q_heads == num_kv_heads only (grouped-query attention runs on "
           "kPortable)");
     const char* why = nullptr;
-    for_each_mapped_tensor(p, [&](const MappedInput& in, int heads, uint32_t) {
-      if (why == nullptr) why = tma_layout_problem(p.tensor(in.id), heads);
+    for_each_mapped_tensor(p, [&](const MappedTensor& t, int heads, uint32_t) {
+      if (why == nullptr) why = tma_layout_problem(p.tensor(t.id), heads);
     });
     if (why != nullptr) return core::unsupported("backend kHopper cannot address this layout: ", why);
     return Status::Ok();
@@ -98,9 +98,9 @@ class Sm90Backend final : public core::KernelBackend {
     BLOCKATTN_RETURN_IF_ERROR(core::make_device_current());
     Params params{};
     const char* error = nullptr;
-    for_each_mapped_tensor(p, [&](const MappedInput& in, int heads, uint32_t box_rows) {
+    for_each_mapped_tensor(p, [&](const MappedTensor& t, int heads, uint32_t box_rows) {
       if (error == nullptr)
-        encode_head_tile_map(&(params.*in.map), p.tensor(in.id), p.shape.dtype, p.shape.total_tokens, heads,
+        encode_head_tile_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens, heads,
                              p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim), box_rows, &error);
     });
     if (error != nullptr) return core::unsupported("backend kHopper: ", error);

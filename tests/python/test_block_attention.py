@@ -639,7 +639,9 @@ def test_rotary_reference_system_shape():
 
 
 def test_rotary_without_backward_kernel_is_refused_up_front():
-    # Past D = 192 the table builds the rotary forward only: asking for
+    # Where the build has a rotary forward but no rotary backward (since
+    # 2026-11-26 the default table has one at every head dim on Hopper; a
+    # build without the sm_90 rows lacks it past D = 128), asking for
     # gradients must fail at the call, naming rotary, not in the backward;
     # the forward alone runs and is accurate.
     code = ops._DTYPE_CODES[torch.bfloat16]
