@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Same-run A/B of the dense forward (issue 9) on a GPU machine: builds this
+# tree's library and a baseline source folder's, in parallel, runs
+# bench/dense_bench.py against each alternately ROUNDS times (SDPA's cuDNN and
+# FlashAttention-2 backends timed in every run, on the same inputs), and
+# prints one line per config, mask and implementation with every run's
+# TFLOP/s side by side ("!" marks a run that was not correct). The dense
+# counterpart of tools/ab_bench.sh.
+#
+# Here:   rm -rf build_ab_src && mkdir build_ab_src && git archive REF | tar -x -C build_ab_src
+# There:  (the device tool's run, carry ["build_ab_src"]) tools/dense_ab.sh build_ab_src
+#
+# Environment: DIMS (default "64;128;256"), CONFIGS, MODES (default
+# causal,full), DTYPES (default fp16), ROUNDS (default 2), TESTS=1 (also
+# build and run the new tree's DenseForward GPU tests), NEW_CUDA_FLAGS,
+# NEW_SRC (the new source folder, default this tree), TAG (suffix of the
+# build folders, so that several A/Bs share one device call), OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+base_src=${1:?baseline source folder (see the header)}
+export PATH=/usr/local/cuda/bin:$PATH
+OUT=${OUT:-gpu_out}
+ROUNDS=${ROUNDS:-2}
+NEW_SRC=${NEW_SRC:-.}
+base_dir=build_dense_base${TAG:-} new_dir=build_dense_new${TAG:-}
+mkdir -p "$OUT"
+cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128;256}" -DBLOCKATTN_BLOCK_SIZES=64
+  -DBLOCKATTN_BUILD_BENCH=OFF)
+if ! cmake -S "$base_src" -B "$base_dir" "${cfg[@]}" -DBLOCKATTN_BUILD_TESTS=OFF >"$OUT/dense_cfg_base.log" 2>&1 ||
+  ! cmake -S "$NEW_SRC" -B "$new_dir" "${cfg[@]}" "-DCMAKE_CUDA_FLAGS=${NEW_CUDA_FLAGS:-}" >"$OUT/dense_cfg_new.log" 2>&1; then
+  tail -20 "$OUT"/dense_cfg_*.log
+  exit 1
+fi
+new_targets=(blockattn)
+[ -n "${TESTS:-}" ] && new_targets+=(test_gpu)
+cmake --build "$new_dir" -j "$(nproc)" --target "${new_targets[@]}" >"$OUT/dense_build_new.log" 2>&1 &
+new_build=$!
+cmake --build "$base_dir" -j "$(nproc)" --target blockattn >"$OUT/dense_build_base.log" 2>&1 || {
+  tail -30 "$OUT/dense_build_base.log"
+  exit 1
+}
+wait $new_build || {
+  tail -30 "$OUT/dense_build_new.log"
+  exit 1
+}
+grep -h "spill stores" "$OUT/dense_build_new.log" | grep dense_forward | grep -v " 0 bytes spill" | sed 's/.*function //' |
+  sort -u | head -8
+
+for round in $(seq "$ROUNDS"); do
+  for version in base new; do
+    PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/$([ "$version" = new ] && echo "$new_dir" || echo "$base_dir")/libblockattn.so" timeout 300 \
+      python3 bench/dense_bench.py ${CONFIGS:+--configs "$CONFIGS"} --modes "${MODES:-causal,full}" \
+      --dtypes "${DTYPES:-fp16}" --no-flex --json "$OUT/dense${TAG:-}_${version}_$round.json" \
+      >"$OUT/dense${TAG:-}_${version}_$round.log" 2>&1 || tail -5 "$OUT/dense${TAG:-}_${version}_$round.log"
+  done
+done
+python3 - "$OUT/dense${TAG:-}" <<'PY'
+import collections, glob, json, sys
+runs = collections.defaultdict(list)
+for path in sorted(glob.glob(sys.argv[1] + "_*_[0-9]*.json")):
+    version = path[len(sys.argv[1]) + 1 :].split("_")[0]
+    for r in json.load(open(path))["rows"]:
+        if "tflops" in r:
+            impl = f"blockattn {version}" if r["impl"] == "blockattn" else r["impl"]
+            mark = "" if r["correct"] else "!"
+            runs[(r["config"], r["dtype"], "causal" if r["causal"] else "full", impl)].append(f"{r['tflops']:.0f}{mark}")
+print("TFLOP/s per run (the SDPA backends ran in both versions' runs)")
+for key in sorted(runs):
+    print(f"{key[0]:16} {key[1]:5} {key[2]:7} {key[3]:16}", " ".join(runs[key]))
+PY
+
+if [ -n "${TESTS:-}" ]; then
+  "$new_dir"/tests/test_gpu --gtest_filter='DenseForward.*' >"$OUT/dense${TAG:-}_test_gpu.log" 2>&1
+  echo "test_gpu DenseForward.*: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/dense${TAG:-}_test_gpu.log" | tr '\n' ' ')"
+fi
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true
