@@ -60,6 +60,14 @@ struct ForwardConfig {
   // threads leave them 128 registers. Three CTAs at D = 96 measured slower
   // (86 -> 80%, H200: the cap spills).
   static constexpr int kMinCtasPerSm = B == 128 ? 2 : D <= 64 ? 3 : 2;
+  // Tiles' schedule entries read a tile before their use (forward_kernel),
+  // where it measured faster (docs/perf.md, "The sm80 forward's schedule
+  // entries, read ahead"): the plain kernels at D <= 128 with 32- and
+  // 64-token blocks. Not with rotary (D = 96: 1.13x -> 1.29x the plain
+  // forward's time), nor where registers are short: D >= 160 (-0.3 to -1.5
+  // points) and 128-token blocks, whose 128-register cap spills (+2.4 points
+  // at D = 128 in one build, -8 in another).
+  static constexpr bool kReadEntriesAhead = D <= 128 && B <= 64 && F == core::Fusion::kNone;
 };
 
 // The operand tiles of one stage, by role.
@@ -74,9 +82,8 @@ struct ForwardOperands {
 };
 
 template <typename T, int D, int B, core::Fusion F>
-__device__ __forceinline__ void forward_issue_loads(const Params& p, int tile, T* stage) {
+__device__ __forceinline__ void forward_issue_loads(const Params& p, const tile::TileCoords& t, T* stage) {
   using Cfg = ForwardConfig<T, D, B, F>;
-  const auto t = tile::TileCoords::per_query_head(p.attn, tile);
   const ForwardOperands<T, D, B> ops(stage);
   const int valid = t.block.row_count;
   load_tile_async<Cfg::kRows, D, Cfg::kThreads>(ops.q, tile::head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride,
@@ -88,13 +95,13 @@ __device__ __forceinline__ void forward_issue_loads(const Params& p, int tile, T
 }
 
 template <typename T, int D, int B, core::Fusion F>
-__device__ __forceinline__ void forward_tile(const Params& p, const tile::Hooks<F>& hooks, int tile, T* stage) {
+__device__ __forceinline__ void forward_tile(const Params& p, const tile::Hooks<F>& hooks, const tile::TileCoords& t,
+                                             T* stage) {
   using Cfg = ForwardConfig<T, D, B, F>;
   using Hooks = tile::Hooks<F>;
   using Layout = tile::SwizzledRows<D>;
   const int tid = opaque(static_cast<int>(threadIdx.x));  // see common/opaque.cuh
   const int lane = tid % 32, row0 = 16 * (tid / 32);
-  const auto t = tile::TileCoords::per_query_head(p.attn, tile);
   const ForwardOperands<T, D, B> ops(stage);
   hooks.template prologue<Layout, Cfg::kRows, D, Cfg::kThreads>(t, tid, ops.q, ops.k, ops.v);
   if constexpr (Hooks::kModifiesOperands) __syncthreads();  // every thread's prologue writes before any product
@@ -144,31 +151,58 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardCo
   // one commit group each (possibly empty), so that "all but the newest
   // kStages - 1 groups" below always means the current tile.
   constexpr int kTilesAhead = Cfg::kStages > 1 ? Cfg::kStages - 1 : 1;
+  // The schedule entries of this CTA's next tiles. Read at their use, they
+  // stall every warp at the head of each tile and before each tile's loads
+  // (47% of the stall samples at headdim-d96-h5; docs/perf.md, "The sm80
+  // forward's schedule entries, read ahead"); with kReadEntriesAhead,
+  // ring[j] holds tile + j * gridDim.x's, read one iteration before its
+  // first use.
+  const int grid = static_cast<int>(gridDim.x);  // tile indices are signed: int arithmetic throughout
+  auto entry_of = [&](int t) {
+    return t < num_tiles ? p.attn.schedule.blocks[t / p.attn.num_q_heads] : schedule::BlockDesc{};
+  };
+  schedule::BlockDesc ring[kTilesAhead + 1];
+  auto coords = [&](int j) {  // j: a compile-time index after unrolling
+    const int t = tile + j * grid;
+    if constexpr (Cfg::kReadEntriesAhead) return tile::TileCoords::per_query_head(p.attn, t, ring[j]);
+    return tile::TileCoords::per_query_head(p.attn, t);
+  };
+  if constexpr (Cfg::kReadEntriesAhead) {
+#pragma unroll
+    for (int j = 0; j <= kTilesAhead; ++j) ring[j] = entry_of(tile + j * grid);
+  }
 #pragma unroll
   for (int s = 0; s < kTilesAhead; ++s) {
-    const int ahead = tile + s * gridDim.x;
-    if (ahead < num_tiles) forward_issue_loads<T, D, B, F>(p, ahead, stage_ptr(s));
+    if (tile + s * grid < num_tiles) forward_issue_loads<T, D, B, F>(p, coords(s), stage_ptr(s));
     cp_async_commit();
   }
 
   for (int i = 0; tile < num_tiles; tile += gridDim.x, ++i) {
     T* const current = stage_ptr(i % Cfg::kStages);
+    // Each iteration issues the loads of tile + kTilesAhead * gridDim.x.
+    auto ahead_exists = [&] { return tile + kTilesAhead * grid < num_tiles; };
     if constexpr (Cfg::kStages > 1) {
       // The stage the previous tile used: every thread is past it (the
       // __syncthreads after that tile).
-      const int ahead = tile + (Cfg::kStages - 1) * gridDim.x;
-      if (ahead < num_tiles)
-        forward_issue_loads<T, D, B, F>(p, ahead, stage_ptr((i + Cfg::kStages - 1) % Cfg::kStages));
+      if (ahead_exists())
+        forward_issue_loads<T, D, B, F>(p, coords(kTilesAhead), stage_ptr((i + kTilesAhead) % Cfg::kStages));
       cp_async_commit();
     }
+    // The entry after ring[kTilesAhead], read now and used next iteration.
+    [[maybe_unused]] schedule::BlockDesc incoming;
+    if constexpr (Cfg::kReadEntriesAhead) incoming = entry_of(tile + (kTilesAhead + 1) * grid);
     cp_async_wait<Cfg::kStages - 1>();
     __syncthreads();
-    forward_tile<T, D, B, F>(p, hooks, tile, current);
+    forward_tile<T, D, B, F>(p, hooks, coords(0), current);
     __syncthreads();  // this stage is refilled next
     if constexpr (Cfg::kStages == 1) {
-      const int next = tile + gridDim.x;
-      if (next < num_tiles) forward_issue_loads<T, D, B, F>(p, next, current);
+      if (ahead_exists()) forward_issue_loads<T, D, B, F>(p, coords(kTilesAhead), current);
       cp_async_commit();
+    }
+    if constexpr (Cfg::kReadEntriesAhead) {
+#pragma unroll
+      for (int j = 0; j < kTilesAhead; ++j) ring[j] = ring[j + 1];
+      ring[kTilesAhead] = incoming;
     }
   }
 }

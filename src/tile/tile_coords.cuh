@@ -25,9 +25,14 @@ struct TileCoords {
 
   // A tile per (block, query head): the forward, and any backward with Hq == Hkv.
   __device__ static TileCoords per_query_head(const AttentionParams& p, int tile) {
+    return per_query_head(p, tile, p.schedule.blocks[tile / p.num_q_heads]);
+  }
+  // The same with the block's schedule entry already read (a kernel that
+  // reads entries ahead of their use: sm80's forward).
+  __device__ static TileCoords per_query_head(const AttentionParams& p, int tile, const schedule::BlockDesc& block) {
     const int block_index = tile / p.num_q_heads;
     const int q_head = tile - block_index * p.num_q_heads;
-    return {p.schedule.blocks[block_index], q_head, q_head / p.group_size, block_index};
+    return {block, q_head, q_head / p.group_size, block_index};
   }
   // A tile per (block, KV head), covering the group's query heads
   // kv_head * group_size .. + group_size - 1 (q_head is the first).
