@@ -169,7 +169,8 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardCo
   };
   if constexpr (Cfg::kReadEntriesAhead) {
 #pragma unroll
-    for (int j = 0; j <= kTilesAhead; ++j) ring[j] = entry_of(tile + j * grid);
+    for (int j = 0; j <= kTilesAhead; ++j)
+      ring[j] = entry_of(tile + j * grid);
   }
 #pragma unroll
   for (int s = 0; s < kTilesAhead; ++s) {
@@ -201,7 +202,8 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardCo
     }
     if constexpr (Cfg::kReadEntriesAhead) {
 #pragma unroll
-      for (int j = 0; j < kTilesAhead; ++j) ring[j] = ring[j + 1];
+      for (int j = 0; j < kTilesAhead; ++j)
+        ring[j] = ring[j + 1];
       ring[kTilesAhead] = incoming;
     }
   }
