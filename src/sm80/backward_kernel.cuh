@@ -30,6 +30,18 @@
 
 namespace blockattn::sm80 {
 
+// Tiles' schedule entries copied to shared memory a tile before their use
+// (backward_kernel), where that measured faster (docs/perf.md, "The sm80
+// backward's schedule entries, read ahead"): the plain kernels at D = 64 and
+// 96 with 64-token blocks (+0.5 to +2 points) and at D = 128 with 32-token
+// ones (74 -> 88%). Elsewhere it moved ptxas's allocation at the register
+// cap for the worse (-1.5 to -2.5 points; D = 96 with rotary: 1.64x -> 1.95x
+// the plain backward's time).
+constexpr bool backward_reads_entries_ahead(int head_dim, int block_size, core::Fusion fusion) {
+  return fusion == core::Fusion::kNone &&
+         ((block_size == 64 && (head_dim == 64 || head_dim == 96)) || (block_size == 32 && head_dim == 128));
+}
+
 template <typename T, int D, int B>
 struct BackwardConfig {
   static_assert(B == 32 || B == 64 || B == 128, "one warp per 16 rows of a 32-, 64- or 128-token block");
@@ -42,8 +54,10 @@ struct BackwardConfig {
   static constexpr int kKvPasses = D > 128 || (B == 128 && D > 64) ? 2 : 1;  // column passes of dK and dV
   static constexpr int kKvCols = D / kKvPasses;           // a multiple of 16 for every head dim built
   static constexpr bool kStagesOutputs = kKvPasses == 1;  // else outputs leave from registers
-  // Q, K, V, dO tiles, a dQ staging tile (when staged), then P and dS.
-  static constexpr int kSmemBytes = ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems) * 2;
+  // Q, K, V, dO tiles, a dQ staging tile (when staged), P and dS, then two
+  // schedule entries (backward_reads_entries_ahead).
+  static constexpr int kSmemBytes =
+      ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems) * 2 + 2 * sizeof(schedule::BlockDesc);
   // 128-token blocks: eight warps of up to 255 registers, one CTA per SM
   // (its shared memory, 144-192 KB, allows no more anyway).
   static constexpr int kMinCtasPerSm = B == 128 ? 1 : D <= 64 ? 3 : 2;
@@ -58,6 +72,7 @@ struct BackwardSmem {
   T* dq;
   T* probs;
   T* dscores;
+  schedule::BlockDesc* entries;  // [2], alternate tiles' (backward_kernel)
 
   __device__ explicit BackwardSmem(unsigned char* base) {
     using Cfg = BackwardConfig<T, D, B>;
@@ -68,6 +83,7 @@ struct BackwardSmem {
     dq = Cfg::kStagesOutputs ? dout + Cfg::kTileElems : nullptr;
     probs = dout + (Cfg::kStagesOutputs ? 2 : 1) * Cfg::kTileElems;
     dscores = probs + Cfg::kProbElems;
+    entries = reinterpret_cast<schedule::BlockDesc*>(dscores + Cfg::kProbElems);
   }
 };
 
@@ -180,10 +196,36 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
   const int num_tiles = p.attn.schedule.block_count() * num_kv_heads;
 
-  for (int tile_index = blockIdx.x; tile_index < num_tiles; tile_index += gridDim.x) {
-    const tile::TileCoords t = tile::TileCoords::per_kv_head(p.attn, num_kv_heads, tile_index);
+  // Each tile's schedule entry is read at its use, or (kEntriesAhead) copied
+  // to shared memory a tile ahead, with the previous tile's loads: read at its
+  // use, its load stalls the warps before the tile's own loads can be issued
+  // (as in the forward; docs/perf.md, "The sm80 forward's schedule entries,
+  // read ahead"); held in registers across a tile instead, it made ptxas
+  // spill more at D = 128. Tile i's entry is in entries[i % 2]; the barriers
+  // of tile i - 1 separate its copy from tile i - 2's reads.
+  constexpr bool kEntriesAhead = backward_reads_entries_ahead(D, B, F);
+  const int grid = static_cast<int>(gridDim.x);
+  int i = 0;
+  for (int tile_index = blockIdx.x; tile_index < num_tiles; tile_index += grid, ++i) {
+    const schedule::BlockDesc entry =
+        kEntriesAhead && i > 0 ? sm.entries[i % 2] : p.attn.schedule.blocks[tile_index / num_kv_heads];
+    const int next = tile_index + grid;
+    if (kEntriesAhead && threadIdx.x == 0 && next < num_tiles) {  // committed with this tile's loads, or below
+      const schedule::BlockDesc* from = p.attn.schedule.blocks + next / num_kv_heads;
+      const uint32_t to = tile::smem_u32(sm.entries + (i + 1) % 2);
+      cp_async_8(to, from);
+      cp_async_8(to + 8, reinterpret_cast<const char*>(from) + 8);
+    }
+    const tile::TileCoords t = tile::TileCoords::per_kv_head(p.attn, num_kv_heads, tile_index, entry);
     const int valid = t.block.row_count;
-    if (valid == 0) continue;  // a sequence packed into an earlier tile (CTA-uniform: no barrier skipped alone)
+    if (valid == 0) {  // a sequence packed into an earlier tile (CTA-uniform: no barrier skipped alone)
+      if constexpr (kEntriesAhead) {
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();  // the next entry has landed
+      }
+      continue;
+    }
 
     load_tile_async<kRows, D, kT>(sm.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride, valid);
     load_tile_async<kRows, D, kT>(sm.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride, valid);

@@ -44,6 +44,11 @@ __device__ __forceinline__ void mma_m16n8k16<__half>(float (&c)[4], const uint32
 __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes));
 }
+// 8-byte asynchronous global->shared copy (.ca: .cg takes 16 bytes only),
+// for small records whose tables are only 8-byte aligned.
+__device__ __forceinline__ void cp_async_8(uint32_t smem_addr, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr), "l"(gmem));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {

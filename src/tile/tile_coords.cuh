@@ -28,7 +28,7 @@ struct TileCoords {
     return per_query_head(p, tile, p.schedule.blocks[tile / p.num_q_heads]);
   }
   // The same with the block's schedule entry already read (a kernel that
-  // reads entries ahead of their use: sm80's forward).
+  // reads entries ahead of their use: sm80's forward and backward).
   __device__ static TileCoords per_query_head(const AttentionParams& p, int tile, const schedule::BlockDesc& block) {
     const int block_index = tile / p.num_q_heads;
     const int q_head = tile - block_index * p.num_q_heads;
@@ -37,9 +37,13 @@ struct TileCoords {
   // A tile per (block, KV head), covering the group's query heads
   // kv_head * group_size .. + group_size - 1 (q_head is the first).
   __device__ static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile) {
+    return per_kv_head(p, num_kv_heads, tile, p.schedule.blocks[tile / num_kv_heads]);
+  }
+  __device__ static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile,
+                                           const schedule::BlockDesc& block) {
     const int block_index = tile / num_kv_heads;
     const int kv_head = tile - block_index * num_kv_heads;
-    return {p.schedule.blocks[block_index], kv_head * p.group_size, kv_head, block_index};
+    return {block, kv_head * p.group_size, kv_head, block_index};
   }
 };
 
