@@ -54,10 +54,18 @@ struct BackwardConfig {
   static constexpr int kKvPasses = D > 128 || (B == 128 && D > 64) ? 2 : 1;  // column passes of dK and dV
   static constexpr int kKvCols = D / kKvPasses;           // a multiple of 16 for every head dim built
   static constexpr bool kStagesOutputs = kKvPasses == 1;  // else outputs leave from registers
-  // Q, K, V, dO tiles, a dQ staging tile (when staged), P and dS, then two
-  // schedule entries (backward_reads_entries_ahead).
+  // A KV group's next query head's Q and dO load into a second pair of tiles
+  // while the current head computes (GQA/MQA; a lone head loads as before),
+  // where the extra 2 x B x D x 2 bytes keep kMinCtasPerSm CTAs resident:
+  // D <= 96 at 64-token blocks. Measured (docs/perf.md, "Group heads' Q and
+  // dO loaded ahead"): mqa-d64-h8x1 backward 73.8 -> 80.9% of copy.
+  static constexpr bool kGroupPrefetch = B == 64 && D <= 96;
+  // Q, K, V, dO tiles, a dQ staging tile (when staged), P and dS, the second
+  // Q and dO (kGroupPrefetch), then two schedule entries
+  // (backward_reads_entries_ahead).
   static constexpr int kSmemBytes =
-      ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems) * 2 + 2 * sizeof(schedule::BlockDesc);
+      ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems + (kGroupPrefetch ? 2 * kTileElems : 0)) * 2 +
+      2 * sizeof(schedule::BlockDesc);
   // 128-token blocks: eight warps of up to 255 registers, one CTA per SM
   // (its shared memory, 144-192 KB, allows no more anyway).
   static constexpr int kMinCtasPerSm = B == 128 ? 1 : D <= 64 ? 3 : 2;
@@ -72,6 +80,8 @@ struct BackwardSmem {
   T* dq;
   T* probs;
   T* dscores;
+  T* q_next;     // kGroupPrefetch: the other query head's Q and dO
+  T* dout_next;
   schedule::BlockDesc* entries;  // [2], alternate tiles' (backward_kernel)
 
   __device__ explicit BackwardSmem(unsigned char* base) {
@@ -83,7 +93,9 @@ struct BackwardSmem {
     dq = Cfg::kStagesOutputs ? dout + Cfg::kTileElems : nullptr;
     probs = dout + (Cfg::kStagesOutputs ? 2 : 1) * Cfg::kTileElems;
     dscores = probs + Cfg::kProbElems;
-    entries = reinterpret_cast<schedule::BlockDesc*>(dscores + Cfg::kProbElems);
+    q_next = dscores + Cfg::kProbElems;
+    dout_next = q_next + (Cfg::kGroupPrefetch ? Cfg::kTileElems : 0);
+    entries = reinterpret_cast<schedule::BlockDesc*>(dout_next + (Cfg::kGroupPrefetch ? Cfg::kTileElems : 0));
   }
 };
 
@@ -235,22 +247,46 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B>::kThreads, BackwardCon
       tile::Accumulator<Cfg::kKvCols> dk, dv;
       dk.zero();
       dv.zero();
+      // Head g's Q and dO: in the pair g % 2 with kGroupPrefetch, head g + 1's
+      // loading while g computes (a pair is reloaded after the barrier that
+      // ends the head that read it); else in the one pair, loaded at g's turn.
+      auto pair = [&](int g) {
+        BackwardSmem<T, D, B> cur = sm;
+        if (Cfg::kGroupPrefetch && g % 2 == 1) cur.q = sm.q_next, cur.dout = sm.dout_next;
+        return cur;
+      };
+      auto load_head = [&](int g) {
+        const BackwardSmem<T, D, B> cur = pair(g);
+        const int head = t.q_head + g;
+        load_tile_async<kRows, D, kT>(cur.q, tile::head_rows<T>(p.q, t.block, head), p.q.token_stride, valid);
+        load_tile_async<kRows, D, kT>(cur.dout, tile::head_rows<T>(p.dout, t.block, head), p.dout.token_stride, valid);
+        cp_async_commit();
+      };
+      static_assert(!Cfg::kGroupPrefetch || Cfg::kKvPasses == 1, "one pass over the group");
+      if constexpr (Cfg::kGroupPrefetch) load_head(0);
       for (int g = 0; g < p.attn.group_size; ++g) {
         const tile::TileCoords th{t.block, t.q_head + g, t.kv_head, t.block_index};  // this query head of the group
+        const BackwardSmem<T, D, B> cur = pair(g);
         if (pass == 0 || p.attn.group_size > 1) {  // a lone head's Q and dO are still there from pass 0
-          load_tile_async<kRows, D, kT>(sm.q, tile::head_rows<T>(p.q, th.block, th.q_head), p.q.token_stride, valid);
-          load_tile_async<kRows, D, kT>(sm.dout, tile::head_rows<T>(p.dout, th.block, th.q_head), p.dout.token_stride,
-                                        valid);
-          cp_async_commit();
-          cp_async_wait<0>();
+          if constexpr (Cfg::kGroupPrefetch) {
+            if (g + 1 < p.attn.group_size) {
+              load_head(g + 1);
+              cp_async_wait<1>();
+            } else {
+              cp_async_wait<0>();
+            }
+          } else {
+            load_head(g);
+            cp_async_wait<0>();
+          }
           __syncthreads();
           // K and V stay in shared memory across the group: transformed once.
           const bool first = pass == 0 && g == 0;
-          hooks.template prologue<Layout, kRows, D, kT>(th, threadIdx.x, sm.q, first ? sm.k : nullptr,
+          hooks.template prologue<Layout, kRows, D, kT>(th, threadIdx.x, cur.q, first ? sm.k : nullptr,
                                                         first ? sm.v : nullptr);
           if constexpr (Hooks::kModifiesOperands) __syncthreads();  // prologue writes before any product
         }
-        backward_query_head<T, D, B>(p, hooks, sm, th, dk, dv, pass);
+        backward_query_head<T, D, B>(p, hooks, cur, th, dk, dv, pass);
         __syncthreads();  // Q, dO, P and dS are rewritten next
       }
       write_kv_gradients<T, D, B>(p, hooks, sm, t, dk, dv, pass);
