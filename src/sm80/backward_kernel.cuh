@@ -80,7 +80,7 @@ struct BackwardSmem {
   T* dq;
   T* probs;
   T* dscores;
-  T* q_next;     // kGroupPrefetch: the other query head's Q and dO
+  T* q_next;  // kGroupPrefetch: the other query head's Q and dO
   T* dout_next;
   schedule::BlockDesc* entries;  // [2], alternate tiles' (backward_kernel)
 
