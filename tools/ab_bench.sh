@@ -36,27 +36,15 @@ cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}"
 targets=(bench_blockattn)
 [ -n "$TESTS" ] && targets+=(test_gpu)
 
-if ! cmake -S "$base_src" -B "$base_dir" "${cfg[@]}" -DBLOCKATTN_BUILD_TESTS=OFF >"$OUT/ab_cfg_base.log" 2>&1 ||
-  ! cmake -S "$NEW_SRC" -B "$new_dir" "${cfg[@]}" "-DCMAKE_CUDA_FLAGS=${NEW_CUDA_FLAGS:-}" >"$OUT/ab_cfg_new.log" 2>&1; then
-  tail -20 "$OUT"/ab_cfg_*.log
-  exit 1
-fi
-cmake --build "$new_dir" -j "$(nproc)" --target "${targets[@]}" >"$OUT/ab_build_new.log" 2>&1 &
-new_build=$!
-cmake --build "$base_dir" -j "$(nproc)" --target bench_blockattn >"$OUT/ab_build_base.log" 2>&1 || {
-  tail -30 "$OUT/ab_build_base.log"
-  exit 1
-}
-wait $new_build || {
-  tail -30 "$OUT/ab_build_new.log"
-  exit 1
-}
+# shellcheck source=tools/ab_build.sh disable=SC1091
+. "$(dirname "$0")/ab_build.sh"
+ab_build ab bench_blockattn "${targets[@]}" || exit 1
 grep -h "spill stores" "$OUT/ab_build_new.log" | grep -v " 0 bytes spill" | sed 's/.*function //' | sort -u | head -8
 
 for round in $(seq "$ROUNDS"); do
   for version in base new; do
-    # shellcheck disable=SC2086
     dir=${base_dir}; [ "$version" = new ] && dir=${new_dir}
+    # shellcheck disable=SC2086  # BENCH_ARGS is split into several arguments on purpose
     "$dir"/bench/bench_blockattn --workloads "$WORKLOADS" ${BENCH_ARGS:-} \
       --json "$OUT/ab_${version}_$round.json" >"$OUT/ab_${version}_$round.log" 2>&1 ||
       tail -3 "$OUT/ab_${version}_$round.log"

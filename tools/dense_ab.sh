@@ -26,23 +26,11 @@ base_dir=build_dense_base${TAG:-} new_dir=build_dense_new${TAG:-}
 mkdir -p "$OUT"
 cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128;256}" -DBLOCKATTN_BLOCK_SIZES=64
   -DBLOCKATTN_BUILD_BENCH=OFF)
-if ! cmake -S "$base_src" -B "$base_dir" "${cfg[@]}" -DBLOCKATTN_BUILD_TESTS=OFF >"$OUT/dense_cfg_base.log" 2>&1 ||
-  ! cmake -S "$NEW_SRC" -B "$new_dir" "${cfg[@]}" "-DCMAKE_CUDA_FLAGS=${NEW_CUDA_FLAGS:-}" >"$OUT/dense_cfg_new.log" 2>&1; then
-  tail -20 "$OUT"/dense_cfg_*.log
-  exit 1
-fi
 new_targets=(blockattn)
 [ -n "${TESTS:-}" ] && new_targets+=(test_gpu)
-cmake --build "$new_dir" -j "$(nproc)" --target "${new_targets[@]}" >"$OUT/dense_build_new.log" 2>&1 &
-new_build=$!
-cmake --build "$base_dir" -j "$(nproc)" --target blockattn >"$OUT/dense_build_base.log" 2>&1 || {
-  tail -30 "$OUT/dense_build_base.log"
-  exit 1
-}
-wait $new_build || {
-  tail -30 "$OUT/dense_build_new.log"
-  exit 1
-}
+# shellcheck source=tools/ab_build.sh disable=SC1091
+. "$(dirname "$0")/ab_build.sh"
+ab_build dense blockattn "${new_targets[@]}" || exit 1
 grep -h "spill stores" "$OUT/dense_build_new.log" | grep dense_forward | grep -v " 0 bytes spill" | sed 's/.*function //' |
   sort -u | head -8
 
