@@ -211,14 +211,16 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
 }
 
 void write_json(const char* path, const std::vector<Result>& results, double copy_tbs, const char* gpu,
-                const char* dtype) {
+                const char* dtype, const char* backend, int block_size) {
   FILE* f = std::fopen(path, "w");
   if (!f) {
     std::perror(path);
     std::exit(1);
   }
-  std::fprintf(f, "{\n  \"gpu\": \"%s\",\n  \"dtype\": \"%s\",\n  \"copy_tb_per_s\": %.4f,\n  \"results\": [\n", gpu,
-               dtype, copy_tbs);
+  std::fprintf(f,
+               "{\n  \"gpu\": \"%s\",\n  \"dtype\": \"%s\",\n  \"backend\": \"%s\",\n  \"block_size\": %d,\n"
+               "  \"copy_tb_per_s\": %.4f,\n  \"results\": [\n",
+               gpu, dtype, backend, block_size, copy_tbs);
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     std::fprintf(f,
@@ -344,7 +346,9 @@ int main(int argc, char** argv) {
                   r.rotary_fwd_ms, r.rotary_fwd_ms / r.fwd_ms, r.bwd_ms, r.rotary_bwd_ms, r.rotary_bwd_ms / r.bwd_ms,
                   r.rotary_bf16_fwd_ms / r.fwd_ms, r.rotary_bf16_bwd_ms / r.bwd_ms);
   }
-  if (!json.empty()) write_json(json.c_str(), results, copy_tbs, prop.name, fp16 ? "fp16" : "bf16");
+  if (!json.empty())
+    write_json(json.c_str(), results, copy_tbs, prop.name, fp16 ? "fp16" : "bf16",
+               kBackendNames[static_cast<int>(backend)], block_size);
   if (!accurate) {
     std::fprintf(stderr, "bench_blockattn: a spot check exceeded relative L2 error 1e-2\n");
     return 1;

@@ -3,7 +3,7 @@
 # run the GPU tests (and the malformed-offsets ones under compute-sanitizer),
 # the Python suite, and the benchmarks; print a short summary table last.
 #
-#   STEPS="build sass test sanitize fuzz bench python latency compare layer dense" tools/gpu_check.sh
+#   STEPS="build sass test sanitize fuzz bench regress python latency compare layer dense" tools/gpu_check.sh
 # Logs and JSON go to $OUT (default: gpu_out/).
 # A device call lasts at most 10 minutes; on the lent H100 (2026-11-25) the
 # full build plus `test` took about 9 (ctest 6, of which the
@@ -107,6 +107,15 @@ if want bench; then
     python3 tools/ab_summary.py --base "$OUT"/bench_auto_baseline_r*.json --new "$OUT"/bench_auto_r*.json |
       tee "$OUT/bench_ab.txt"
   fi
+fi
+
+if want regress; then
+  # Every figure the README cites (docs/results/recorded.json) measured again:
+  # a drop of more than 2 points against its record is a regression.
+  python3 tools/regression_check.py --bench build/bench/bench_blockattn --out "$OUT/regress" \
+    ${REGRESS_ARGS:-} >"$OUT/regress.log" 2>&1
+  note regress "rc=$? $(tail -1 "$OUT/regress.log")"
+  grep -E "REGRESSION|NOT MEASURED|better" "$OUT/regress.log" | head -20
 fi
 
 if want python && [ -d tests/python ]; then

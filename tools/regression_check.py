@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Regression sweep: every recorded figure (docs/results/recorded.json, the
+figures the README cites) against the same workload measured now.
+
+    python3 tools/regression_check.py --bench build/bench/bench_blockattn --out gpu_out
+    python3 tools/regression_check.py --results run1.json run2.json   # compare existing runs
+
+With --bench it runs the benchmark once per group of records that share a
+command line (backend, block size, dtype, rotary), --rounds times, and keeps
+each workload's best round, so that one noisy round does not raise an alarm.
+A record is compared only on a GPU whose name contains the record's `gpu`.
+Figures are % of the copy bandwidth measured in the same run (higher is
+better) and, for rotary records, the rotary kernels' time over the plain
+ones' (lower is better). A figure more than --tolerance points (ratios:
+--ratio-tolerance) worse than its record is a regression, and the exit
+status is 1; one as far better is marked, so that the record can be raised.
+
+Why: the 32-token D = 128 backward lost 16 points between 2026-11-22 and
+2026-11-26 and nobody saw it, because every A/B compared against the
+previous commit only (docs/perf.md, "The sm80 backward's schedule entries,
+read ahead").
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = ROOT / "docs" / "results" / "recorded.json"
+
+# Figures a record may carry: (key in the record, how to read it from a result, higher is better).
+PCT_FIGURES = (("fwd_pct_copy", lambda r: r["fwd_pct_copy"]), ("bwd_pct_copy", lambda r: r["bwd_pct_copy"]))
+RATIO_FIGURES = (("rotary_fwd_ratio", lambda r: r["rotary_fwd_ms"] / r["fwd_ms"]),
+                 ("rotary_bwd_ratio", lambda r: r["rotary_bwd_ms"] / r["bwd_ms"]))
+
+
+def group_key(record):
+    """The benchmark command line a record needs, as a hashable tuple."""
+    return (record.get("backend", "auto"), record.get("block_size", 64), record.get("dtype", "bf16"),
+            bool(record.get("rotary", False)))
+
+
+def run_key(run):
+    """The command line a benchmark --json file was made with."""
+    return (run.get("backend", "auto"), run.get("block_size", 64), run.get("dtype", "bf16"),
+            any(r.get("rotary_fwd_ms", 0) > 0 for r in run["results"]))
+
+
+def gpu_name():
+    """This machine's first GPU, or None where nvidia-smi cannot say."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
+def bench_command(bench, key, workloads, json_path):
+    backend, block_size, dtype, rotary = key
+    cmd = [str(bench), "--workloads", ",".join(workloads), "--backend", backend, "--block-size", str(block_size),
+           "--dtype", dtype, "--json", str(json_path)]
+    return cmd + (["--rotary"] if rotary else [])
+
+
+def best_results(runs):
+    """{(command key, workload): {figure: best value over the runs}} plus the runs' GPU names."""
+    best, gpus = {}, set()
+    for run in runs:
+        gpus.add(run["gpu"])
+        key = run_key(run)
+        for r in run["results"]:
+            slot = best.setdefault((key, r["workload"]), {})
+            for name, read in PCT_FIGURES:
+                slot[name] = max(slot.get(name, float("-inf")), read(r))
+            if key[3]:
+                for name, read in RATIO_FIGURES:
+                    slot[name] = min(slot.get(name, float("inf")), read(r))
+    return best, gpus
+
+
+def compare(records, runs, tolerance, ratio_tolerance):
+    """Rows (workload, setup, figure, recorded, now, verdict) and the number of regressions."""
+    best, gpus = best_results(runs)
+    rows, regressions = [], 0
+    for rec in records:
+        key = group_key(rec)
+        setup = f"{key[0]} B={key[1]} {key[2]}" + (" rotary" if key[3] else "")
+        if not any(rec["gpu"] in g for g in gpus):
+            rows.append((rec["workload"], setup, "-", None, None, f"recorded on {rec['gpu']}: not this GPU"))
+            continue
+        now = best.get((key, rec["workload"]))
+        for name, higher_is_better, tol in ([(n, True, tolerance) for n, _ in PCT_FIGURES] +
+                                            [(n, False, ratio_tolerance) for n, _ in RATIO_FIGURES]):
+            if name not in rec:
+                continue
+            if now is None or name not in now:
+                rows.append((rec["workload"], setup, name, rec[name], None, "NOT MEASURED"))
+                regressions += 1
+                continue
+            worse = rec[name] - now[name] if higher_is_better else now[name] - rec[name]
+            verdict = "ok"
+            if worse > tol:
+                verdict, regressions = "REGRESSION", regressions + 1
+            elif -worse > tol:
+                verdict = "better: raise the record"
+            rows.append((rec["workload"], setup, name, rec[name], now[name], verdict))
+    return rows, regressions
+
+
+def print_table(rows):
+    print(f"{'workload':22s} {'setup':22s} {'figure':18s} {'recorded':>9s} {'now':>9s}  verdict")
+    for workload, setup, name, recorded, now, verdict in rows:
+        fmt = (lambda v: "-" if v is None else f"{v:9.3f}" if "ratio" in name else f"{v:9.1f}")
+        print(f"{workload:22s} {setup:22s} {name:18s} {fmt(recorded):>9s} {fmt(now):>9s}  {verdict}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--recorded", type=Path, default=RECORDED, help="the recorded figures (JSON)")
+    source = ap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--bench", type=Path, help="bench_blockattn to run")
+    source.add_argument("--results", nargs="+", type=Path, help="existing bench_blockattn --json files")
+    ap.add_argument("--out", type=Path, default=Path("gpu_out"), help="where --bench writes its JSON and logs")
+    ap.add_argument("--rounds", type=int, default=2, help="benchmark runs per group; the best counts")
+    ap.add_argument("--tolerance", type=float, default=2.0, help="points of %% of copy")
+    ap.add_argument("--ratio-tolerance", type=float, default=0.03, help="rotary/plain time ratio")
+    ap.add_argument("--dry-run", action="store_true", help="print the benchmark commands only")
+    args = ap.parse_args()
+
+    records = json.loads(args.recorded.read_text())["records"]
+    if args.bench:
+        gpu = gpu_name()  # run only the groups with a record for this GPU (device time is scarce)
+        groups = {}
+        for rec in records:
+            if gpu is not None and rec["gpu"] not in gpu:
+                continue
+            names = groups.setdefault(group_key(rec), [])
+            if rec["workload"] not in names:
+                names.append(rec["workload"])
+        args.out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for i, (key, workloads) in enumerate(groups.items()):
+            for round_ in range(args.rounds):
+                path = args.out / f"regress_{i}_r{round_}.json"
+                cmd = bench_command(args.bench, key, workloads, path)
+                print(" ".join(cmd), flush=True)
+                if args.dry_run:
+                    continue
+                log = path.with_suffix(".log")
+                with log.open("w") as f:
+                    rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
+                if rc != 0:
+                    print(f"  rc={rc}: {log}", flush=True)
+                if path.exists():
+                    paths.append(path)
+        if args.dry_run:
+            return 0
+    else:
+        paths = args.results
+    runs = [json.loads(p.read_text()) for p in paths]
+    if not runs:
+        print("regression_check: no benchmark results to compare")
+        return 1
+    rows, regressions = compare(records, runs, args.tolerance, args.ratio_tolerance)
+    print_table(rows)
+    print(f"{regressions} regression(s) against {args.recorded.name} "
+          f"(tolerance {args.tolerance} points, ratios {args.ratio_tolerance})")
+    return 1 if regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
