@@ -1,6 +1,7 @@
 #include "core/device_info.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/status.h"
 
@@ -39,6 +40,8 @@ int memory_peak_gbps() {
 
 namespace {
 
+std::atomic<int> grid_cap_for_testing{0};  // set_persistent_grid_cap_for_testing
+
 Status capability_error(int cc, const char* who, const char* relation, int wanted) {
   return unsupported(who, " needs compute capability ", relation, wanted / 10, ".", wanted % 10, "; device has ",
                      cc / 10, ".", cc % 10);
@@ -68,8 +71,15 @@ Status make_device_current() {
 Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas) {
   const int sms = multiprocessor_count();
   if (sms == 0 || ctas_per_sm == 0) return cuda_failure("configuring the kernel");
-  *num_ctas = static_cast<int>(std::min<int64_t>(max_tiles, int64_t{sms} * ctas_per_sm));
+  int64_t ctas = std::min<int64_t>(max_tiles, int64_t{sms} * ctas_per_sm);
+  const int cap = grid_cap_for_testing.load(std::memory_order_relaxed);
+  if (cap > 0) ctas = std::min<int64_t>(ctas, cap);
+  *num_ctas = static_cast<int>(ctas);
   return Status::Ok();
+}
+
+void set_persistent_grid_cap_for_testing(int max_ctas) {
+  grid_cap_for_testing.store(std::max(0, max_ctas), std::memory_order_relaxed);
 }
 
 }  // namespace blockattn::core

@@ -57,4 +57,10 @@ Status make_device_current();
 // refused the kernel's configuration.
 Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas);
 
+// Tests only: caps the CTAs persistent_grid() gives at max_ctas (0: no cap),
+// so that a small problem has every CTA walk many tiles, as a headline-size
+// one does on a full GPU, and the state kernels carry from tile to tile is
+// exercised. Process-wide; not part of the public API.
+void set_persistent_grid_cap_for_testing(int max_ctas);
+
 }  // namespace blockattn::core

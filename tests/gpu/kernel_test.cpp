@@ -661,6 +661,41 @@ std::vector<Config> packed_configs() {
 }
 INSTANTIATE_TEST_SUITE_P(All, PackedShortSequences, ::testing::ValuesIn(packed_configs()), config_name);
 
+// Long walks: the persistent grid capped at a few CTAs, so that every CTA
+// walks dozens of tiles, as at headline sizes on a full GPU (a KernelTest
+// problem gives most CTAs one tile there), with the state the kernels carry
+// from tile to tile: schedule entries and Q/dO loaded a tile ahead, ring
+// stages and their phases, shared-memory pairs that alternate. MHA, GQA and
+// MQA at every built head dim and block size; the lengths include empty and
+// packed short sequences.
+class LongWalks : public ::testing::TestWithParam<Config> {};
+
+TEST_P(LongWalks, MatchesReference) {
+  REQUIRE_GPU();
+  struct GridCap {  // restored however the case ends
+    explicit GridCap(int ctas) { core::set_persistent_grid_cap_for_testing(ctas); }
+    ~GridCap() { core::set_persistent_grid_cap_for_testing(0); }
+  } cap(3);
+  std::mt19937_64 rng = testing::test_rng();
+  run_case(GetParam(), test_lengths(rng), rng);
+}
+
+std::vector<Config> long_walk_configs() {
+  std::vector<Config> configs;
+  for (int d : built_head_dims())
+    for (int b : built_block_sizes(d)) {
+      Config mha{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
+      Config gqa{DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
+      Config mqa{DType::kBF16, d, 3, 1, LayoutKind::kHeadMajor, OffsetsKind::kValid};
+      for (Config c : {mha, gqa, mqa}) {
+        c.block_size = b;
+        configs.push_back(c);
+      }
+    }
+  return configs;
+}
+INSTANTIATE_TEST_SUITE_P(All, LongWalks, ::testing::ValuesIn(long_walk_configs()), config_name);
+
 // Malformed offsets: results follow the documented sanitized semantics and no
 // element outside the sanitized blocks is written. tools/gpu_check.sh also runs
 // this suite under compute-sanitizer memcheck (exact-size allocations).
