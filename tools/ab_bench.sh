@@ -21,23 +21,17 @@
 # (suffix of the build folders, so that several A/Bs share one device call),
 # OUT (default gpu_out/).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-base_src=${1:?baseline source folder (see the header)}
-export PATH=/usr/local/cuda/bin:$PATH
-OUT=${OUT:-gpu_out}
-ROUNDS=${ROUNDS:-2}
+# shellcheck source=tools/ab_build.sh disable=SC1091
+. "$(dirname "$0")/ab_build.sh"
+ab_setup "$@"
 WORKLOADS=${WORKLOADS:-headline-d64,headline-d128,sweep-d64-L256-f0.5,sweep-d128-L256-f0.5,tail-d64,tail-d128}
 TESTS=${TESTS:-}
-NEW_SRC=${NEW_SRC:-.}
 base_dir=build_ab_base${TAG:-} new_dir=build_ab_new${TAG:-}
-mkdir -p "$OUT"
 # shellcheck disable=SC2206
 cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" ${EXTRA_CMAKE:-})
 targets=(bench_blockattn)
 [ -n "$TESTS" ] && targets+=(test_gpu)
 
-# shellcheck source=tools/ab_build.sh disable=SC1091
-. "$(dirname "$0")/ab_build.sh"
 ab_build ab bench_blockattn "${targets[@]}" || exit 1
 grep -h "spill stores" "$OUT/ab_build_new.log" | grep -v " 0 bytes spill" | sed 's/.*function //' | sort -u | head -8
 

@@ -1,14 +1,28 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154  # base_src, base_dir, new_dir, cfg, OUT: set by the caller
-# Sourced by tools/ab_bench.sh and tools/dense_ab.sh: configures the baseline
-# and the new source folder with the same CMake arguments and builds both in
-# parallel (a same-run A/B's first half).
+# Sourced by tools/ab_bench.sh and tools/dense_ab.sh, the first half of a
+# same-run A/B:
 #
+#   ab_setup "$@"     the repository root as working folder; base_src (the
+#                     script's first argument), OUT, ROUNDS and NEW_SRC with
+#                     their defaults; OUT created
 #   ab_build PREFIX BASE_TARGET NEW_TARGET...
+#                     configures the baseline and the new source folder with
+#                     the same CMake arguments and builds both in parallel
 #
 # reads the caller's base_src, NEW_SRC, base_dir, new_dir, cfg (an array of
 # CMake arguments), NEW_CUDA_FLAGS and OUT; logs to $OUT/PREFIX_{cfg,build}_
 # {base,new}.log; on failure prints the failing log's tail and returns 1.
+ab_setup() {
+  cd "$(dirname "$0")/.." || exit 1
+  base_src=${1:?baseline source folder (see the header)}
+  export PATH=/usr/local/cuda/bin:$PATH
+  OUT=${OUT:-gpu_out}
+  ROUNDS=${ROUNDS:-2}
+  NEW_SRC=${NEW_SRC:-.}
+  mkdir -p "$OUT"
+}
+
 ab_build() {
   local prefix=$1 base_target=$2
   shift 2

@@ -16,20 +16,14 @@
 # NEW_SRC (the new source folder, default this tree), TAG (suffix of the
 # build folders, so that several A/Bs share one device call), OUT.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-base_src=${1:?baseline source folder (see the header)}
-export PATH=/usr/local/cuda/bin:$PATH
-OUT=${OUT:-gpu_out}
-ROUNDS=${ROUNDS:-2}
-NEW_SRC=${NEW_SRC:-.}
+# shellcheck source=tools/ab_build.sh disable=SC1091
+. "$(dirname "$0")/ab_build.sh"
+ab_setup "$@"
 base_dir=build_dense_base${TAG:-} new_dir=build_dense_new${TAG:-}
-mkdir -p "$OUT"
 cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128;256}" -DBLOCKATTN_BLOCK_SIZES=64
   -DBLOCKATTN_BUILD_BENCH=OFF)
 new_targets=(blockattn)
 [ -n "${TESTS:-}" ] && new_targets+=(test_gpu)
-# shellcheck source=tools/ab_build.sh disable=SC1091
-. "$(dirname "$0")/ab_build.sh"
 ab_build dense blockattn "${new_targets[@]}" || exit 1
 grep -h "spill stores" "$OUT/dense_build_new.log" | grep dense_forward | grep -v " 0 bytes spill" | sed 's/.*function //' |
   sort -u | head -8
