@@ -76,12 +76,9 @@ struct ColumnSplitBackwardConfig {
   static constexpr int kSlotBytes = kChunks * kChunkBytes;
   static constexpr int kScratchBytes = kSlotBytes;  // the staging tile
   // 8 slots at D = 160 and 192, 7 at 224 (exact chunks), 6 at 256.
-  static constexpr int kSmemLimit = 227 * 1024, kBarrierRoom = 256;
-  static constexpr int kSlots = (kSmemLimit - 1024 - kScratchBytes - kBarrierRoom) / kSlotBytes;
+  static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots > kTensors, "a tile's tensors and at least one of the next tile's");
-  static constexpr int kSmemBytes =
-      1024 /* alignment slack */ + kSlots * kSlotBytes + kScratchBytes + 2 * kSlots * static_cast<int>(sizeof(Barrier));
-  static_assert(2 * kSlots * sizeof(Barrier) <= kBarrierRoom);
+  static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
 

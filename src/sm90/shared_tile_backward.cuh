@@ -50,12 +50,9 @@ struct SharedTileBackwardConfig {
   // Every slot that fits beside the scratch in the 227 KB a CTA may have:
   // 5 at D = 128 (one tensor of the next tile loads while a tile starts),
   // 10 at D = 64.
-  static constexpr int kSmemLimit = 227 * 1024, kBarrierRoom = 256;
-  static constexpr int kSlots = (kSmemLimit - 1024 - kScratchBytes - kBarrierRoom) / kSlotBytes;
+  static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots > kTensors, "a tile's tensors and at least one of the next tile's");
-  static constexpr int kSmemBytes =
-      1024 /* alignment slack */ + kSlots * kSlotBytes + kScratchBytes + 2 * kSlots * static_cast<int>(sizeof(Barrier));
-  static_assert(2 * kSlots * sizeof(Barrier) <= kBarrierRoom);
+  static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   // 128 x 40 + 256 x 232 <= 64K: S and dP alone are 128 registers.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
