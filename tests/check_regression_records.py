@@ -3,15 +3,19 @@ figures it guards (docs/results/recorded.json):
 
 - every record names a workload the benchmark defines (the first column of
   tests/print_workload_lengths), a known setup, at least one figure, and no
-  record repeats another's workload, setup and GPU;
+  record repeats another's workload, setup and GPU; every dense-forward
+  record a config of bench/dense_bench.py (read from its source: no torch
+  here), a dtype, a mask and its cuDNN ratio;
 - the comparison flags a figure worse than its record by more than the
   tolerance, and only that one; marks one as much better; reports a record
   the runs did not measure; skips records of another GPU; and keeps the best
-  of several rounds.
+  of several rounds; and for the dense records flags a ratio under its
+  record, a row that is not correct, and a case the run lacks.
 
     python3 tests/check_regression_records.py <print_workload_lengths binary>
 """
 
+import ast
 import copy
 import importlib.util
 import json
@@ -28,6 +32,75 @@ def load_tool():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def dense_configs():
+    """The CONFIGS dict's keys in bench/dense_bench.py, read without importing it (it needs torch)."""
+    tree = ast.parse((ROOT / "bench" / "dense_bench.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CONFIGS" for t in node.targets):
+            return {k.value for k in node.value.keys}
+    raise SystemExit("bench/dense_bench.py has no CONFIGS")
+
+
+def check_dense_records(records):
+    problems, seen, configs = [], set(), dense_configs()
+    for rec in records:
+        where = f"dense record {rec.get('config')}"
+        if rec.get("config") not in configs:
+            problems.append(f"{where}: no such config in bench/dense_bench.py")
+        if rec.get("dtype") not in ("fp16", "bf16") or not isinstance(rec.get("causal"), bool):
+            problems.append(f"{where}: needs dtype fp16/bf16 and causal true/false")
+        if not isinstance(rec.get("vs_cudnn"), float) or rec.get("gpu") not in ("H100", "H200"):
+            problems.append(f"{where}: needs vs_cudnn and gpu")
+        key = (rec.get("config"), rec.get("dtype"), rec.get("causal"), rec.get("gpu"))
+        if key in seen:
+            problems.append(f"{where}: repeated")
+        seen.add(key)
+    return problems
+
+
+def check_dense_comparison(tool, records, rng):
+    problems = []
+    gpu = "NVIDIA H100 80GB HBM3"
+    mine = [r for r in records if r["gpu"] in gpu]
+    rows = []
+    for rec in mine:  # one run that reproduces every record
+        cudnn = rng.uniform(300, 700)
+        for impl, tflops in (("blockattn", cudnn * rec["vs_cudnn"]), ("sdpa_cudnn", cudnn), ("sdpa_flash2", 280.0)):
+            rows.append({"config": rec["config"], "dtype": rec["dtype"], "causal": rec["causal"], "impl": impl,
+                         "tflops": tflops, "correct": 1})
+    run = {"device": gpu, "rows": rows}
+    if tool.compare_dense(records, [run], 0.05)[1] != 0:
+        problems.append("a dense run equal to the records gave regressions")
+    victim = rng.choice(mine)
+
+    def blockattn_row(r):
+        return next(x for x in r["rows"] if x["impl"] == "blockattn" and x["config"] == victim["config"]
+                    and x["causal"] == victim["causal"] and x["dtype"] == victim["dtype"])
+
+    slower = copy.deepcopy(run)
+    blockattn_row(slower)["tflops"] *= 1 - rng.uniform(0.06, 0.2)
+    if tool.compare_dense(records, [slower], 0.05)[1] != 1:
+        problems.append(f"a dense {victim['config']} 6-20% slower against cuDNN was not one regression")
+    if tool.compare_dense(records, [slower, run], 0.05)[1] != 0:
+        problems.append("the best of two dense runs still gave a regression")
+    wrong = copy.deepcopy(run)
+    blockattn_row(wrong)["correct"] = 0
+    if tool.compare_dense(records, [wrong], 0.05)[1] != 1:
+        problems.append("a dense row that is not correct was not one regression")
+    missing = copy.deepcopy(run)
+    missing["rows"] = [x for x in missing["rows"] if x is not blockattn_row(missing)]
+    if tool.compare_dense(records, [missing], 0.05)[1] != 1:
+        problems.append("a dense case missing from the run was not reported")
+    # A mask the run did not time at all (dense_bench.py --modes causal) is not a regression.
+    one_mask = copy.deepcopy(run)
+    one_mask["rows"] = [x for x in one_mask["rows"] if x["causal"]]
+    rows, n = tool.compare_dense(records, [one_mask], 0.05)
+    skipped = sum(v == "not in the run's modes" for *_, v in rows)
+    if n != 0 or skipped != sum(not r["causal"] for r in mine):
+        problems.append(f"a causal-only run gave {n} regressions and skipped {skipped} full records")
+    return problems
 
 
 def check_records(tool, records, workload_names):
@@ -154,13 +227,16 @@ def check_comparison(tool, records):
 
 def main():
     tool = load_tool()
-    records = json.loads((ROOT / "docs" / "results" / "recorded.json").read_text())["records"]
+    all_records = json.loads((ROOT / "docs" / "results" / "recorded.json").read_text())["records"]
+    records = [r for r in all_records if not tool.is_dense(r)]
+    dense = [r for r in all_records if tool.is_dense(r)]
     out = subprocess.run([sys.argv[1]], check=True, capture_output=True, text=True).stdout
     names = {line.split()[0] for line in out.splitlines() if line.strip()}
     problems = check_records(tool, records, names) + check_comparison(tool, records)
+    problems += check_dense_records(dense) + check_dense_comparison(tool, dense, random.Random())
     for p in problems:
         print(p)
-    print(f"{len(records)} records, {len(problems)} problem(s)")
+    print(f"{len(records)} block-attention and {len(dense)} dense records, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -4,6 +4,7 @@ figures the README cites) against the same workload measured now.
 
     python3 tools/regression_check.py --bench build/bench/bench_blockattn --out gpu_out
     python3 tools/regression_check.py --results run1.json run2.json   # compare existing runs
+    ... --dense-results dense_bench.json   # also the dense forward's records
 
 With --bench it runs the benchmark once per group of records that share a
 command line (backend, block size, dtype, rotary), --rounds times, and keeps
@@ -14,6 +15,14 @@ better) and, for rotary records, the rotary kernels' time over the plain
 ones' (lower is better). A figure more than --tolerance points (ratios:
 --ratio-tolerance) worse than its record is a regression, and the exit
 status is 1; one as far better is marked, so that the record can be raised.
+
+Dense-forward records name a `config` of bench/dense_bench.py with its
+dtype and mask, and carry `vs_cudnn`, the blockattn / cuDNN TFLOP/s ratio of
+one run (cuDNN's own figure moves by up to 9% between runs, so the same-run
+ratio is what compares); a dense row that is not `correct` is a regression
+too. They are compared only where --dense-results is given
+(bench/dense_bench.py --json needs PyTorch; tools/gpu_check.sh's dense step
+writes it).
 
 Why: the 32-token D = 128 backward lost 16 points between 2026-11-22 and
 2026-11-26 and nobody saw it, because every A/B compared against the
@@ -34,6 +43,10 @@ RECORDED = ROOT / "docs" / "results" / "recorded.json"
 PCT_FIGURES = (("fwd_pct_copy", lambda r: r["fwd_pct_copy"]), ("bwd_pct_copy", lambda r: r["bwd_pct_copy"]))
 RATIO_FIGURES = (("rotary_fwd_ratio", lambda r: r["rotary_fwd_ms"] / r["fwd_ms"]),
                  ("rotary_bwd_ratio", lambda r: r["rotary_bwd_ms"] / r["bwd_ms"]))
+
+
+def is_dense(record):
+    return "config" in record
 
 
 def group_key(record):
@@ -81,6 +94,51 @@ def best_results(runs):
     return best, gpus
 
 
+def verdict(recorded, now, higher_is_better, tolerance):
+    worse = recorded - now if higher_is_better else now - recorded
+    if worse > tolerance:
+        return "REGRESSION"
+    return "better: raise the record" if -worse > tolerance else "ok"
+
+
+def compare_dense(records, dense_runs, tolerance):
+    """Rows for the dense-forward records: blockattn / cuDNN per run, the best run's."""
+    best, correct, gpus, modes = {}, {}, set(), set()
+    for run in dense_runs:
+        gpus.add(run["device"])
+        by_case = {}
+        for r in run["rows"]:
+            modes.add((r["dtype"], bool(r["causal"])))
+            by_case.setdefault((r["config"], r["dtype"], bool(r["causal"])), {})[r["impl"]] = r
+        for case, impls in by_case.items():
+            if "blockattn" not in impls:
+                continue
+            correct[case] = correct.get(case, True) and bool(impls["blockattn"].get("correct"))
+            cudnn = impls.get("sdpa_cudnn", {}).get("tflops") or 0
+            if cudnn > 0:
+                best[case] = max(best.get(case, 0.0), impls["blockattn"]["tflops"] / cudnn)
+    rows, regressions = [], 0
+    for rec in records:
+        case = (rec["config"], rec.get("dtype", "fp16"), bool(rec["causal"]))
+        setup = f"dense {case[1]} {'causal' if case[2] else 'full'}"
+        if not any(rec["gpu"] in g for g in gpus):
+            rows.append((rec["config"], setup, "-", None, None, f"recorded on {rec['gpu']}: not this GPU"))
+            continue
+        if case[1:] not in modes:  # bench/dense_bench.py ran without this dtype or mask (--dtypes, --modes)
+            rows.append((rec["config"], setup, "-", None, None, "not in the run's modes"))
+            continue
+        if case not in best:
+            rows.append((rec["config"], setup, "vs_cudnn", rec["vs_cudnn"], None, "NOT MEASURED"))
+            regressions += 1
+            continue
+        v = verdict(rec["vs_cudnn"], best[case], True, tolerance)
+        if not correct[case]:
+            v = "REGRESSION: not correct"
+        regressions += v.startswith("REGRESSION")
+        rows.append((rec["config"], setup, "vs_cudnn", rec["vs_cudnn"], best[case], v))
+    return rows, regressions
+
+
 def compare(records, runs, tolerance, ratio_tolerance):
     """Rows (workload, setup, figure, recorded, now, verdict) and the number of regressions."""
     best, gpus = best_results(runs)
@@ -100,20 +158,16 @@ def compare(records, runs, tolerance, ratio_tolerance):
                 rows.append((rec["workload"], setup, name, rec[name], None, "NOT MEASURED"))
                 regressions += 1
                 continue
-            worse = rec[name] - now[name] if higher_is_better else now[name] - rec[name]
-            verdict = "ok"
-            if worse > tol:
-                verdict, regressions = "REGRESSION", regressions + 1
-            elif -worse > tol:
-                verdict = "better: raise the record"
-            rows.append((rec["workload"], setup, name, rec[name], now[name], verdict))
+            v = verdict(rec[name], now[name], higher_is_better, tol)
+            regressions += v == "REGRESSION"
+            rows.append((rec["workload"], setup, name, rec[name], now[name], v))
     return rows, regressions
 
 
 def print_table(rows):
     print(f"{'workload':22s} {'setup':22s} {'figure':18s} {'recorded':>9s} {'now':>9s}  verdict")
     for workload, setup, name, recorded, now, verdict in rows:
-        fmt = (lambda v: "-" if v is None else f"{v:9.3f}" if "ratio" in name else f"{v:9.1f}")
+        fmt = (lambda v: "-" if v is None else f"{v:9.3f}" if "ratio" in name or "vs_" in name else f"{v:9.1f}")
         print(f"{workload:22s} {setup:22s} {name:18s} {fmt(recorded):>9s} {fmt(now):>9s}  {verdict}")
 
 
@@ -123,14 +177,19 @@ def main():
     source = ap.add_mutually_exclusive_group(required=True)
     source.add_argument("--bench", type=Path, help="bench_blockattn to run")
     source.add_argument("--results", nargs="+", type=Path, help="existing bench_blockattn --json files")
+    ap.add_argument("--dense-results", nargs="+", type=Path, default=[],
+                    help="bench/dense_bench.py --json files: compare the dense records too")
     ap.add_argument("--out", type=Path, default=Path("gpu_out"), help="where --bench writes its JSON and logs")
     ap.add_argument("--rounds", type=int, default=2, help="benchmark runs per group; the best counts")
     ap.add_argument("--tolerance", type=float, default=2.0, help="points of %% of copy")
     ap.add_argument("--ratio-tolerance", type=float, default=0.03, help="rotary/plain time ratio")
+    ap.add_argument("--dense-tolerance", type=float, default=0.05, help="blockattn/cuDNN TFLOP/s ratio")
     ap.add_argument("--dry-run", action="store_true", help="print the benchmark commands only")
     args = ap.parse_args()
 
-    records = json.loads(args.recorded.read_text())["records"]
+    all_records = json.loads(args.recorded.read_text())["records"]
+    records = [r for r in all_records if not is_dense(r)]
+    dense_records = [r for r in all_records if is_dense(r)]
     if args.bench:
         gpu = gpu_name()  # run only the groups with a record for this GPU (device time is scarce)
         groups = {}
@@ -165,6 +224,12 @@ def main():
         print("regression_check: no benchmark results to compare")
         return 1
     rows, regressions = compare(records, runs, args.tolerance, args.ratio_tolerance)
+    if args.dense_results:
+        dense_rows, dense_regressions = compare_dense(
+            dense_records, [json.loads(p.read_text()) for p in args.dense_results], args.dense_tolerance)
+        rows, regressions = rows + dense_rows, regressions + dense_regressions
+    elif dense_records:
+        print(f"({len(dense_records)} dense-forward records not compared: no --dense-results)")
     print_table(rows)
     print(f"{regressions} regression(s) against {args.recorded.name} "
           f"(tolerance {args.tolerance} points, ratios {args.ratio_tolerance})")
