@@ -141,7 +141,7 @@ def synthetic_runs(tool, records, gpu, rng):
                                     "copy_tb_per_s": 3.0, "results": []})
         fwd_ms, bwd_ms = rng.uniform(0.2, 3.0), rng.uniform(0.4, 6.0)
         run["results"].append({
-            "workload": rec["workload"], "fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
+            "workload": rec["workload"], "fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "max_rel_err": rng.uniform(1e-4, 5e-3),
             "fwd_pct_copy": rec.get("fwd_pct_copy", rng.uniform(60, 100)),
             "bwd_pct_copy": rec.get("bwd_pct_copy", rng.uniform(60, 100)),
             "rotary_fwd_ms": fwd_ms * rec.get("rotary_fwd_ratio", 1.1) if rotary else 0.0,
@@ -187,6 +187,13 @@ def check_comparison(tool, records):
     got = [(w, s) for w, s, f, _, _, v in rows if v == "REGRESSION"]
     if n != 1 or len(got) != 1 or got[0][0] != victim["workload"]:
         problems.append(f"lowering {victim['workload']}'s backward gave {n} regressions: {got}")
+
+    # Fast but wrong: a failed spot check is a regression whatever the figures say.
+    wrong = copy.deepcopy(runs)
+    find(wrong, tool.group_key(victim), victim["workload"])["max_rel_err"] = rng.uniform(0.011, 1.0)
+    figures = sum(n in victim for n, _ in tool.PCT_FIGURES + tool.RATIO_FIGURES)
+    if tool.compare(records, wrong, 2.0, 0.03)[1] != figures:
+        problems.append("a failed spot check did not make each of the workload's figures a regression")
 
     # Within the tolerance: no alarm. Far better: marked, not counted.
     near = copy.deepcopy(runs)

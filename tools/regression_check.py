@@ -39,10 +39,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "docs" / "results" / "recorded.json"
 
-# Figures a record may carry: (key in the record, how to read it from a result, higher is better).
+# Figures a record may carry: (key in the record, how to read it from a benchmark result). Percentages of
+# copy: higher is better; rotary / plain time ratios: lower is better.
 PCT_FIGURES = (("fwd_pct_copy", lambda r: r["fwd_pct_copy"]), ("bwd_pct_copy", lambda r: r["bwd_pct_copy"]))
 RATIO_FIGURES = (("rotary_fwd_ratio", lambda r: r["rotary_fwd_ms"] / r["fwd_ms"]),
                  ("rotary_bwd_ratio", lambda r: r["rotary_bwd_ms"] / r["bwd_ms"]))
+SPOT_CHECK_LIMIT = 1e-2  # bench_blockattn's own limit on a workload's relative L2 error against fp64
 
 
 def is_dense(record):
@@ -79,13 +81,16 @@ def bench_command(bench, key, workloads, json_path):
 
 
 def best_results(runs):
-    """{(command key, workload): {figure: best value over the runs}} plus the runs' GPU names."""
+    """{(command key, workload): {figure: best value over the runs}} plus the runs' GPU names. A workload
+    whose spot check failed in any run gets "failed": True (its figures time wrong results)."""
     best, gpus = {}, set()
     for run in runs:
         gpus.add(run["gpu"])
         key = run_key(run)
         for r in run["results"]:
             slot = best.setdefault((key, r["workload"]), {})
+            if r.get("max_rel_err", 0.0) > SPOT_CHECK_LIMIT:
+                slot["failed"] = True
             for name, read in PCT_FIGURES:
                 slot[name] = max(slot.get(name, float("-inf")), read(r))
             if key[3]:
@@ -158,8 +163,9 @@ def compare(records, runs, tolerance, ratio_tolerance):
                 rows.append((rec["workload"], setup, name, rec[name], None, "NOT MEASURED"))
                 regressions += 1
                 continue
-            v = verdict(rec[name], now[name], higher_is_better, tol)
-            regressions += v == "REGRESSION"
+            v = "REGRESSION: spot check failed" if now.get("failed") else verdict(rec[name], now[name],
+                                                                                   higher_is_better, tol)
+            regressions += v.startswith("REGRESSION")
             rows.append((rec["workload"], setup, name, rec[name], now[name], v))
     return rows, regressions
 
