@@ -150,10 +150,10 @@ def synthetic_runs(tool, records, gpu, rng):
     return list(runs.values())
 
 
-def find(runs, key, workload):
+def find(tool, runs, key, workload):
+    """The result of `workload` in the run made with command line `key`."""
     for run in runs:
-        if (run["backend"], run["block_size"], run["dtype"], any(r["rotary_fwd_ms"] > 0 for r in run["results"])) \
-                == key:
+        if tool.run_key(run) == key:
             for r in run["results"]:
                 if r["workload"] == workload:
                     return r
@@ -182,7 +182,7 @@ def check_comparison(tool, records):
     pct_records = [r for r in mine if "bwd_pct_copy" in r]
     victim = rng.choice(pct_records)
     worse = copy.deepcopy(runs)
-    find(worse, tool.group_key(victim), victim["workload"])["bwd_pct_copy"] -= rng.uniform(2.1, 10)
+    find(tool, worse, tool.group_key(victim), victim["workload"])["bwd_pct_copy"] -= rng.uniform(2.1, 10)
     rows, n = tool.compare(records, worse, 2.0, 0.03)
     got = [(w, s) for w, s, f, _, _, v in rows if v == "REGRESSION"]
     if n != 1 or len(got) != 1 or got[0][0] != victim["workload"]:
@@ -190,18 +190,18 @@ def check_comparison(tool, records):
 
     # Fast but wrong: a failed spot check is a regression whatever the figures say.
     wrong = copy.deepcopy(runs)
-    find(wrong, tool.group_key(victim), victim["workload"])["max_rel_err"] = rng.uniform(0.011, 1.0)
+    find(tool, wrong, tool.group_key(victim), victim["workload"])["max_rel_err"] = rng.uniform(0.011, 1.0)
     figures = sum(n in victim for n, _ in tool.PCT_FIGURES + tool.RATIO_FIGURES)
     if tool.compare(records, wrong, 2.0, 0.03)[1] != figures:
         problems.append("a failed spot check did not make each of the workload's figures a regression")
 
     # Within the tolerance: no alarm. Far better: marked, not counted.
     near = copy.deepcopy(runs)
-    find(near, tool.group_key(victim), victim["workload"])["bwd_pct_copy"] -= 1.9
+    find(tool, near, tool.group_key(victim), victim["workload"])["bwd_pct_copy"] -= 1.9
     if tool.compare(records, near, 2.0, 0.03)[1] != 0:
         problems.append("a figure 1.9 points under its record counted as a regression")
     better = copy.deepcopy(runs)
-    find(better, tool.group_key(victim), victim["workload"])["bwd_pct_copy"] += 5
+    find(tool, better, tool.group_key(victim), victim["workload"])["bwd_pct_copy"] += 5
     rows, n = tool.compare(records, better, 2.0, 0.03)
     if n != 0 or not any(v.startswith("better") for *_, v in rows):
         problems.append("a figure 5 points over its record was not marked better (or counted)")
@@ -216,7 +216,7 @@ def check_comparison(tool, records):
     if rotary:
         victim = rng.choice(rotary)
         slower = copy.deepcopy(runs)
-        row = find(slower, tool.group_key(victim), victim["workload"])
+        row = find(tool, slower, tool.group_key(victim), victim["workload"])
         row["rotary_bwd_ms"] = row["bwd_ms"] * (victim["rotary_bwd_ratio"] + 0.05)
         if tool.compare(records, slower, 2.0, 0.03)[1] != 1:
             problems.append("a rotary backward 0.05x slower than its record was not one regression")

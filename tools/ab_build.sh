@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154  # base_src, base_dir, new_dir, cfg, OUT: set by the caller
+# shellcheck disable=SC2154  # base_dir, new_dir, cfg: set by the caller
 # Sourced by tools/ab_bench.sh and tools/dense_ab.sh, the first half of a
 # same-run A/B:
 #
@@ -10,9 +10,10 @@
 #                     configures the baseline and the new source folder with
 #                     the same CMake arguments and builds both in parallel
 #
-# reads the caller's base_src, NEW_SRC, base_dir, new_dir, cfg (an array of
-# CMake arguments), NEW_CUDA_FLAGS and OUT; logs to $OUT/PREFIX_{cfg,build}_
-# {base,new}.log; on failure prints the failing log's tail and returns 1.
+# ab_build reads what ab_setup set, and the caller's base_dir, new_dir, cfg (an
+# array of CMake arguments) and NEW_CUDA_FLAGS; it logs to
+# $OUT/PREFIX_{cfg,build}_{base,new}.log and on failure prints the failing
+# log's tail and returns 1.
 ab_setup() {
   cd "$(dirname "$0")/.." || exit 1
   base_src=${1:?baseline source folder (see the header)}

@@ -99,6 +99,13 @@ def best_results(runs):
     return best, gpus
 
 
+def other_gpu_row(name, setup, record, gpus):
+    """The row of a record made on a GPU none of the runs had, or None."""
+    if any(record["gpu"] in g for g in gpus):
+        return None
+    return (name, setup, "-", None, None, f"recorded on {record['gpu']}: not this GPU")
+
+
 def verdict(recorded, now, higher_is_better, tolerance):
     worse = recorded - now if higher_is_better else now - recorded
     if worse > tolerance:
@@ -126,8 +133,9 @@ def compare_dense(records, dense_runs, tolerance):
     for rec in records:
         case = (rec["config"], rec.get("dtype", "fp16"), bool(rec["causal"]))
         setup = f"dense {case[1]} {'causal' if case[2] else 'full'}"
-        if not any(rec["gpu"] in g for g in gpus):
-            rows.append((rec["config"], setup, "-", None, None, f"recorded on {rec['gpu']}: not this GPU"))
+        skipped = other_gpu_row(rec["config"], setup, rec, gpus)
+        if skipped:
+            rows.append(skipped)
             continue
         if case[1:] not in modes:  # bench/dense_bench.py ran without this dtype or mask (--dtypes, --modes)
             rows.append((rec["config"], setup, "-", None, None, "not in the run's modes"))
@@ -151,8 +159,9 @@ def compare(records, runs, tolerance, ratio_tolerance):
     for rec in records:
         key = group_key(rec)
         setup = f"{key[0]} B={key[1]} {key[2]}" + (" rotary" if key[3] else "")
-        if not any(rec["gpu"] in g for g in gpus):
-            rows.append((rec["workload"], setup, "-", None, None, f"recorded on {rec['gpu']}: not this GPU"))
+        skipped = other_gpu_row(rec["workload"], setup, rec, gpus)
+        if skipped:
+            rows.append(skipped)
             continue
         now = best.get((key, rec["workload"]))
         for name, higher_is_better, tol in ([(n, True, tolerance) for n, _ in PCT_FIGURES] +
