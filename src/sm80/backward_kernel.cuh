@@ -59,16 +59,26 @@ struct BackwardConfig {
   // where the extra 2 x B x D x 2 bytes keep kMinCtasPerSm CTAs resident:
   // D <= 96 at 64-token blocks. Measured (docs/perf.md, "Group heads' Q and
   // dO loaded ahead"): mqa-d64-h8x1 backward 73.8 -> 80.9% of copy.
-  static constexpr bool kGroupPrefetch = B == 64 && D <= 96;
+  // At D = 128 too, where a whole second pair (2 x 128 KB a CTA) would cost
+  // one of the two resident CTAs: the second Q tile takes the dQ staging
+  // tile's place, so a group's dQ leaves from registers (a lone head still
+  // stages it).
+  static constexpr bool kGroupPrefetch = B == 64 && D <= 128;
+  static constexpr bool kNextQInDqTile = kGroupPrefetch && kStagesOutputs && D == 128;
   // Q, K, V, dO tiles, a dQ staging tile (when staged), P and dS, the second
-  // Q and dO (kGroupPrefetch), then two schedule entries
-  // (backward_reads_entries_ahead).
+  // Q (unless in the dQ tile) and dO (kGroupPrefetch), then two schedule
+  // entries (backward_reads_entries_ahead).
+  static constexpr int kNextPairTiles = kGroupPrefetch ? (kNextQInDqTile ? 1 : 2) : 0;
   static constexpr int kSmemBytes =
-      ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems + (kGroupPrefetch ? 2 * kTileElems : 0)) * 2 +
+      ((kStagesOutputs ? 5 : 4) * kTileElems + 2 * kProbElems + kNextPairTiles * kTileElems) * 2 +
       2 * sizeof(schedule::BlockDesc);
   // 128-token blocks: eight warps of up to 255 registers, one CTA per SM
   // (its shared memory, 144-192 KB, allows no more anyway).
   static constexpr int kMinCtasPerSm = B == 128 ? 1 : D <= 64 ? 3 : 2;
+  // The second pair must not cost a resident CTA on sm_90 (228 KB a SM, 1 KB
+  // of it reserved for each CTA).
+  static_assert(!kGroupPrefetch || kMinCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
+                "the second Q/dO pair would lose a resident CTA");
 };
 
 template <typename T, int D, int B>
@@ -80,7 +90,7 @@ struct BackwardSmem {
   T* dq;
   T* probs;
   T* dscores;
-  T* q_next;  // kGroupPrefetch: the other query head's Q and dO
+  T* q_next;  // kGroupPrefetch: the other query head's Q (kNextQInDqTile: in dq) and dO
   T* dout_next;
   schedule::BlockDesc* entries;  // [2], alternate tiles' (backward_kernel)
 
@@ -93,9 +103,10 @@ struct BackwardSmem {
     dq = Cfg::kStagesOutputs ? dout + Cfg::kTileElems : nullptr;
     probs = dout + (Cfg::kStagesOutputs ? 2 : 1) * Cfg::kTileElems;
     dscores = probs + Cfg::kProbElems;
-    q_next = dscores + Cfg::kProbElems;
-    dout_next = q_next + (Cfg::kGroupPrefetch ? Cfg::kTileElems : 0);
-    entries = reinterpret_cast<schedule::BlockDesc*>(dout_next + (Cfg::kGroupPrefetch ? Cfg::kTileElems : 0));
+    T* const extra = dscores + Cfg::kProbElems;  // the second pair's own tiles, then the entries
+    q_next = Cfg::kNextQInDqTile ? dq : extra;
+    dout_next = Cfg::kNextQInDqTile ? extra : extra + Cfg::kTileElems;
+    entries = reinterpret_cast<schedule::BlockDesc*>(extra + Cfg::kNextPairTiles * Cfg::kTileElems);
   }
 };
 
@@ -145,9 +156,11 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
 
   // dQ = scale * dS K, in 64-column slices (32 where D is an odd multiple of
   // 32) to bound registers, whole rows where the epilogue needs them; staged
-  // in the warp's own rows of the dQ tile, or stored from registers.
+  // in the warp's own rows of the dQ tile, or stored from registers (also
+  // where the dQ tile holds a group's next Q: kNextQInDqTile).
   using Layout = tile::SwizzledRows<D>;
   constexpr int kDqCols = Hooks::kWholeRows ? D : (D % 64 == 0 ? 64 : 32);
+  const bool stage_dq = Cfg::kStagesOutputs && (!Cfg::kNextQInDqTile || p.attn.group_size == 1);
   const tile::RowScale scale = tile::RowScale::uniform(p.attn.softmax_scale);
   T* const dst = tile::head_rows_out<T>(p.dq, t.block, t.q_head);
 #pragma unroll
@@ -156,12 +169,12 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
     dq.zero();
     gemm_rab<T, kDqCols, kKeys, D>(dq, ds_op, sm.k, kDqCols * c, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, kDqCols * c, lane);
-    if constexpr (Cfg::kStagesOutputs)
+    if (stage_dq)
       tile::stage_rows<Layout, T>(dq, scale, sm.dq, row0, kDqCols * c, lane);
     else
       tile::store_rows_direct<T>(dq, scale, dst + kDqCols * c, p.dq.token_stride, row0, valid, lane);
   }
-  if constexpr (Cfg::kStagesOutputs) {
+  if (stage_dq) {
     __syncwarp();
     tile::store_rows<Layout, D>(sm.dq, row0, dst, p.dq.token_stride, valid, lane);
   }
