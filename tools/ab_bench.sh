@@ -19,14 +19,16 @@
 # this tree: an experiment's patch applied to a git archive), EXTRA_CMAKE
 # (CMake arguments for both builds, e.g. -DBLOCKATTN_MANUAL_KERNELS=ON), TAG
 # (suffix of the build folders, so that several A/Bs share one device call),
-# OUT (default gpu_out/).
+# BASE_BUILD (the baseline's build folder, default build_ab_base$TAG: name an
+# earlier A/B's, built with the same DIMS and BLOCKS, and the baseline is not
+# built again), OUT (default gpu_out/).
 set -uo pipefail
 # shellcheck source=tools/ab_build.sh disable=SC1091
 . "$(dirname "$0")/ab_build.sh"
 ab_setup "$@"
 WORKLOADS=${WORKLOADS:-headline-d64,headline-d128,sweep-d64-L256-f0.5,sweep-d128-L256-f0.5,tail-d64,tail-d128}
 TESTS=${TESTS:-}
-base_dir=build_ab_base${TAG:-} new_dir=build_ab_new${TAG:-}
+base_dir=${BASE_BUILD:-build_ab_base${TAG:-}} new_dir=build_ab_new${TAG:-}
 # shellcheck disable=SC2206
 cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" ${EXTRA_CMAKE:-})
 targets=(bench_blockattn)
