@@ -68,6 +68,10 @@ struct ForwardConfig {
   // points) and 128-token blocks, whose 128-register cap spills (+2.4 points
   // at D = 128 in one build, -8 in another).
   static constexpr bool kReadEntriesAhead = D <= 128 && B <= 64 && F == core::Fusion::kNone;
+  // How O's rows leave (tile/row_io.cuh). The stepped walk cost 128-token
+  // blocks 1.2 points at D = 64 and 2 at D = 128 against per-unit addresses
+  // (docs/perf.md, "A regression at 128-token blocks, found by the sweep").
+  static constexpr tile::RowWalk kOutWalk = B == 128 ? tile::RowWalk::kPerUnit : tile::RowWalk::kStepped;
 };
 
 // The operand tiles of one stage, by role.
@@ -130,8 +134,8 @@ __device__ __forceinline__ void forward_tile(const Params& p, const tile::Hooks<
     tile::stage_rows<Layout, T>(o, inverse, ops.q, row0, kOutCols * c, lane);
   }
   __syncwarp();
-  tile::store_rows<Layout, D>(ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head), p.out.token_stride,
-                              t.block.row_count, lane);
+  tile::store_rows<Layout, D, Cfg::kOutWalk>(ops.q, row0, tile::head_rows_out<T>(p.out, t.block, t.q_head),
+                                             p.out.token_stride, t.block.row_count, lane);
 }
 
 template <typename T, int D, int B, core::Fusion F>

@@ -55,6 +55,12 @@ struct SharedTileBackwardConfig {
   static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   // 128 x 40 + 256 x 232 <= 64K: S and dP alone are 128 registers.
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  // The consumers' thread index masked to its group (opaque_thread_index: no
+  // signed division in the address arithmetic) measured faster at D = 128 and
+  // slower at D = 64: headline-d64 backward 80.2 -> 82.6% of copy unmasked,
+  // headline-d128 92.0 -> 91.1 (docs/perf.md, "A regression at 128-token
+  // blocks, found by the sweep").
+  static constexpr bool kMaskedThreadIndex = D >= 128;
 };
 
 template <typename T, int D>
@@ -86,7 +92,8 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every tile (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
-  const int consumer_tid = opaque_thread_index<Cfg::kConsumers * 128>(128);  // over both consumers
+  const int consumer_tid = Cfg::kMaskedThreadIndex ? opaque_thread_index<Cfg::kConsumers * 128>(128)
+                                                   : opaque(static_cast<int>(threadIdx.x)) - 128;  // both consumers
   const int lane = consumer_tid % 32;
   const int row0 = consumer_tid / 32 * 16;  // = 64 consumer + 16 warp: its query rows and its key rows
   const int valid = t.block.row_count;

@@ -51,7 +51,7 @@ __device__ __forceinline__ void stage_operand_rows(const OperandA<kK>& op, T* ti
 // lane computes each unit's row and column afresh. kStepped was faster in the
 // sm80 kernels and the sm90 forward and mixed or slower in the sm90 backward
 // (docs/perf.md, "The output stores' address arithmetic"), which keeps
-// kPerUnit.
+// kPerUnit, as does the sm80 forward at 128-token blocks (ForwardConfig).
 enum class RowWalk { kStepped, kPerUnit };
 
 // The largest power of two at most `units` and at most a warp's 32 lanes.
