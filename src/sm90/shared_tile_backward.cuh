@@ -130,6 +130,12 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   float row_sum[2];
   tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
   tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
+  // The previous tile's outputs have left the P and dS tiles. A warp's staged
+  // output rows (Layout: D columns a row) are not its P rows (128 columns a
+  // row): consumer 1's dK and dV rows lie under consumer 0's P and dS rows
+  // 32-63, and racecheck (LongWalks, CTAs walking many tiles) caught the
+  // next tile's P landing there while the other warpgroup still stored them.
+  named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
   tile::stage_rows<ProbLayout, T>(s, one, sm.probs, row0, 0, lane);
   tile::stage_rows<ProbLayout, T>(ds, one, sm.dscores, row0, 0, lane);
   tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
@@ -168,7 +174,6 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     tile::write_rows<Layout, T, D, D, kRowWalk>(
         dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
   }
-  __syncwarp();  // every lane's dK and dV stores have read its rows before the next tile's P and dS land there
 }
 
 template <typename T, int D, core::Fusion F>
