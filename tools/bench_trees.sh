@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Same-run benchmark of several source trees on a GPU machine: a bisection in
+# one device call. Builds each tree's benchmark with the same (restricted)
+# kernel set, all in parallel, runs them alternately ROUNDS times, and prints
+# one line per tree and workload with every round's % of copy side by side.
+# tools/ab_bench.sh is the two-tree A/B with tests; this is for finding which
+# of several commits moved a figure (e.g. a regression the sweep flagged).
+#
+# Here (each tree travels as an ignored folder):
+#   for c in C1 C2 C3; do mkdir -p build_trees/$c && git archive $c | tar -x -C build_trees/$c; done
+# There (the device tool's run, carry ["build_trees"]):
+#   DIMS=64 BLOCKS=128 WORKLOADS=headline-d64 BENCH_ARGS="--block-size 128" \
+#     tools/bench_trees.sh build_trees/C1 build_trees/C2 build_trees/C3
+#
+# Environment: DIMS, BLOCKS (CMake ;-lists, default "64;128" and "64"),
+# WORKLOADS, BENCH_ARGS, ROUNDS (default 2), OUT (default gpu_out/).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export PATH=/usr/local/cuda/bin:$PATH
+OUT=${OUT:-gpu_out}
+ROUNDS=${ROUNDS:-2}
+WORKLOADS=${WORKLOADS:-headline-d64,headline-d128}
+mkdir -p "$OUT"
+[ $# -ge 1 ] || { echo "usage: tools/bench_trees.sh TREE..." >&2; exit 2; }
+
+# Oversubscribed 1.5x: trees whose units finish early leave their cores to the others.
+jobs_each=$(( ($(nproc) * 3 / 2 + $# - 1) / $# ))
+pids=() names=()
+for tree in "$@"; do
+  name=$(basename "$tree")
+  names+=("$name")
+  ( cmake -S "$tree" -B "build_tree_$name" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" \
+      "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" -DBLOCKATTN_BUILD_TESTS=OFF &&
+    cmake --build "build_tree_$name" -j "$jobs_each" --target bench_blockattn ) >"$OUT/build_$name.log" 2>&1 &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { echo "build of ${names[$i]} failed:"; tail -20 "$OUT/build_${names[$i]}.log"; exit 1; }
+done
+
+for round in $(seq "$ROUNDS"); do
+  for tree in "$@"; do
+    name=$(basename "$tree")
+    # shellcheck disable=SC2086  # BENCH_ARGS is split into several arguments on purpose
+    "build_tree_$name/bench/bench_blockattn" --workloads "$WORKLOADS" ${BENCH_ARGS:-} \
+      --json "$OUT/tree_${name}_$round.json" >"$OUT/tree_${name}_$round.log" 2>&1 || tail -3 "$OUT/tree_${name}_$round.log"
+  done
+done
+
+python3 - "$OUT" "$ROUNDS" "$@" <<'EOF'
+import json, sys
+from pathlib import Path
+out, rounds, trees = Path(sys.argv[1]), int(sys.argv[2]), [Path(t).name for t in sys.argv[3:]]
+print(f"{'tree':<12} {'workload':<24} {'fwd % of copy':<24} bwd % of copy")
+for tree in trees:
+    runs = [json.loads(p.read_text())["results"] for r in range(1, rounds + 1)
+            if (p := out / f"tree_{tree}_{r}.json").exists()]
+    for w in [x["workload"] for x in runs[0]] if runs else []:
+        rows = [x for run in runs for x in run if x["workload"] == w]
+        fwd = "/".join(f"{x['fwd_pct_copy']:.1f}" for x in rows)
+        bwd = "/".join(f"{x['bwd_pct_copy']:.1f}" for x in rows)
+        print(f"{tree:<12} {w:<24} {fwd:<24} {bwd}")
+EOF
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true
