@@ -62,7 +62,8 @@ struct BackwardConfig {
   // At D = 128 too, where a whole second pair (2 x 128 KB a CTA) would cost
   // one of the two resident CTAs: the second Q tile takes the dQ staging
   // tile's place, so a group's dQ leaves from registers (a lone head still
-  // stages it).
+  // stages it): gqa-d128-h8x2 backward 78.9 -> 81.7% (docs/perf.md,
+  // "Session 24: the prepared patches measured").
   static constexpr bool kGroupPrefetch = B == 64 && D <= 128;
   static constexpr bool kNextQInDqTile = kGroupPrefetch && kStagesOutputs && D == 128;
   // Q, K, V, dO tiles, a dQ staging tile (when staged), P and dS, the second
