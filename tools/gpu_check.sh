@@ -72,6 +72,17 @@ if want sanitize; then
     compute-sanitizer --tool $tool --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
     note $tool "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/$tool.log" | tail -1)"
   done
+  # Races between one tile's last accesses and the next tile's first show only
+  # where CTAs walk many tiles: racecheck over LongWalks cases too (the grid
+  # capped at three CTAs; about 30-60 s a case on the H100). This found the
+  # shared-tile backward's race (docs/perf.md, session 24) that the KernelTest
+  # cases, a tile or two per CTA, never showed.
+  if [[ " ${SANITIZERS:-racecheck} " == *" racecheck "* ]]; then
+    walks=${LONG_WALKS_RACE_FILTER:-'*LongWalks*/bf16_d64_hq4_hkv4_packed_valid_b128:*LongWalks*/bf16_d128_hq4_hkv4_packed_valid:*LongWalks*/bf16_d64_hq3_hkv1_headmajor_valid'}
+    compute-sanitizer --tool racecheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$walks" \
+      >"$OUT/racecheck_walks.log" 2>&1
+    note racecheck "long walks rc=$? $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck_walks.log" | tail -1)"
+  fi
   compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_sm90 >"$OUT/memcheck_sm90.log" 2>&1
   note memcheck "sm90 primitives rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_sm90.log" | tail -1)"
 fi
