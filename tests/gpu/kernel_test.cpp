@@ -672,6 +672,8 @@ std::vector<Config> packed_configs() {
   return configs;
 }
 INSTANTIATE_TEST_SUITE_P(All, PackedShortSequences, ::testing::ValuesIn(packed_configs()), config_name);
+// A build of 128-token blocks only has no packed tiles (kMaxPackedBlockSize).
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PackedShortSequences);
 
 // Long walks: the persistent grid capped at a few CTAs, so that every CTA
 // walks dozens of tiles, as at headline sizes on a full GPU (a KernelTest
@@ -718,11 +720,14 @@ TEST_P(MalformedOffsets, StayInBounds) {
   std::mt19937_64 rng = testing::test_rng();
   run_case(GetParam(), test_lengths(rng), rng);
 }
-INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets,
-                         ::testing::Values(Config{DType::kBF16, 64, 2, 1, LayoutKind::kPacked, OffsetsKind::kMalformed},
-                                           Config{DType::kFP16, 128, 4, 4, LayoutKind::kPadded,
-                                                  OffsetsKind::kMalformed}),
-                         config_name);
+std::vector<Config> malformed_configs() {
+  std::vector<Config> configs = {Config{DType::kBF16, 64, 2, 1, LayoutKind::kPacked, OffsetsKind::kMalformed},
+                                 Config{DType::kFP16, 128, 4, 4, LayoutKind::kPadded, OffsetsKind::kMalformed}};
+  for (Config& c : configs)
+    c.block_size = primary_block_size();
+  return configs;
+}
+INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets, ::testing::ValuesIn(malformed_configs()), config_name);
 
 // Differential fuzzing: random shapes (head dims from the kernel table, GQA
 // ratios), layouts, scales, offsets kinds and lengths (the block edges, short,
