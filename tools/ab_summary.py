@@ -7,6 +7,8 @@ rotary-over-plain time ratios (fp32, then bf16 tables) where the runs had
     python3 tools/ab_summary.py --base B1.json B2.json --new N1.json N2.json
 
 (tools/ab_bench.sh, and tools/gpu_check.sh's bench step with BASELINE=).
+With --tree NAME R1.json R2.json ... (once per tree, tools/bench_trees.sh)
+it prints one line per tree and workload instead.
 """
 
 import argparse
@@ -36,11 +38,28 @@ def rotary_ratios(runs, workload):
             f"{ratios(runs, workload, 'rotary_bf16_bwd_ms', 'bwd_ms')}")
 
 
+def trees_table(trees):
+    """One line per tree and workload: every round's % of copy, forward and backward."""
+    print(f"{'tree':<12} {'workload':<24} {'fwd % of copy':<24} bwd % of copy")
+    for name, *paths in trees:
+        runs = load(paths)
+        for workload in runs[0] if runs else []:
+            print(f"{name:<12} {workload:<24} {figures(runs, workload, 'fwd_pct_copy'):<24} "
+                  f"{figures(runs, workload, 'bwd_pct_copy')}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", nargs="+", required=True, help="the baseline's JSON, one per round")
-    ap.add_argument("--new", nargs="+", required=True, help="this tree's JSON, one per round")
+    ap.add_argument("--base", nargs="+", help="the baseline's JSON, one per round")
+    ap.add_argument("--new", nargs="+", help="this tree's JSON, one per round")
+    ap.add_argument("--tree", nargs="+", action="append", metavar=("NAME", "JSON"),
+                    help="a tree's name and its JSON, one per round (several trees: repeat)")
     args = ap.parse_args()
+    if args.tree:
+        trees_table(args.tree)
+        return
+    if not args.base or not args.new:
+        ap.error("--base and --new, or --tree")
     base, new = load(args.base), load(args.new)
     if not base or not new:
         raise SystemExit("ab_summary: no results for one side")

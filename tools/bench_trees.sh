@@ -47,18 +47,10 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$OUT" "$ROUNDS" "$@" <<'EOF'
-import json, sys
-from pathlib import Path
-out, rounds, trees = Path(sys.argv[1]), int(sys.argv[2]), [Path(t).name for t in sys.argv[3:]]
-print(f"{'tree':<12} {'workload':<24} {'fwd % of copy':<24} bwd % of copy")
-for tree in trees:
-    runs = [json.loads(p.read_text())["results"] for r in range(1, rounds + 1)
-            if (p := out / f"tree_{tree}_{r}.json").exists()]
-    for w in [x["workload"] for x in runs[0]] if runs else []:
-        rows = [x for run in runs for x in run if x["workload"] == w]
-        fwd = "/".join(f"{x['fwd_pct_copy']:.1f}" for x in rows)
-        bwd = "/".join(f"{x['bwd_pct_copy']:.1f}" for x in rows)
-        print(f"{tree:<12} {w:<24} {fwd:<24} {bwd}")
-EOF
+trees=()
+for name in "${names[@]}"; do
+  trees+=(--tree "$name")
+  for round in $(seq "$ROUNDS"); do trees+=("$OUT/tree_${name}_$round.json"); done
+done
+python3 tools/ab_summary.py "${trees[@]}"
 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true

@@ -68,7 +68,8 @@ if want sanitize; then
   # 10-minute device call: SANITIZERS picks the tools of this call, and
   # SANITIZE_FILTER narrows the cases (e.g. '*KernelTest*_d192_*').
   filter=${SANITIZE_FILTER:-'*Malformed*:*PackedShort*:ScheduleKernel*:ReuseSchedule*:*KernelTest*_hq4_hkv4_packed_valid:*KernelTest*_rope*:DenseForward.Edge*'}
-  for tool in ${SANITIZERS:-memcheck racecheck synccheck initcheck}; do
+  tools=${SANITIZERS:-memcheck racecheck synccheck initcheck}
+  for tool in $tools; do
     compute-sanitizer --tool $tool --error-exitcode 3 build/tests/test_gpu --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
     note $tool "rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/$tool.log" | tail -1)"
   done
@@ -77,7 +78,7 @@ if want sanitize; then
   # capped at three CTAs; about 30-60 s a case on the H100). This found the
   # shared-tile backward's race (docs/perf.md, session 24) that the KernelTest
   # cases, a tile or two per CTA, never showed.
-  if [[ " ${SANITIZERS:-racecheck} " == *" racecheck "* ]]; then
+  if [[ " $tools " == *" racecheck "* ]]; then
     walks=${LONG_WALKS_RACE_FILTER:-'*LongWalks*/bf16_d64_hq4_hkv4_packed_valid_b128:*LongWalks*/bf16_d128_hq4_hkv4_packed_valid:*LongWalks*/bf16_d64_hq3_hkv1_headmajor_valid'}
     compute-sanitizer --tool racecheck --error-exitcode 3 build/tests/test_gpu --gtest_filter="$walks" \
       >"$OUT/racecheck_walks.log" 2>&1

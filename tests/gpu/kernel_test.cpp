@@ -541,6 +541,7 @@ std::vector<int> built_head_dims() {
 }
 
 std::vector<Config> all_configs() {
+  const int primary = primary_block_size();
   std::vector<Config> configs;
   const int heads[][2] = {{1, 1}, {4, 4}, {8, 2}, {4, 1}};
   for (DType dt : {DType::kBF16, DType::kFP16})
@@ -606,7 +607,7 @@ std::vector<Config> all_configs() {
                        {d / 2 + 2, P::kInterleaved, Pos::kInSequence, true, true, false, true, true}});
   }
   for (Config& c : configs)
-    c.block_size = primary_block_size();
+    c.block_size = primary;
   // Other block sizes the table has (on the paths that have them): plain,
   // GQA with padded rows and unowned edges, and rotary; and with one KV head
   // per query head (what the sm90 backward takes) fp16 with padded rows and
@@ -614,7 +615,7 @@ std::vector<Config> all_configs() {
   // rotary of q, k and v.
   for (int d : built_head_dims())
     for (int b : built_block_sizes(d)) {
-      if (b == primary_block_size()) continue;
+      if (b == primary) continue;
       Config plain{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
       Config gqa{DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
       Config rope{DType::kBF16, d, 4, 2, LayoutKind::kPacked, OffsetsKind::kValid, 0.f, {d, P::kHalfSplit}};
