@@ -75,7 +75,10 @@ struct ForwardConfig {
   // One arrival per warp is racecheck-clean on the blocks table, not on the
   // packed tiles (frame.cuh).
   static constexpr bool kReleasePerThread = kPackedTiles;
-  static constexpr bool kConsumersReadAhead = true;  // each consumer's schedule read a tile ahead (frame.cuh)
+  // Each consumer's schedule read a tile ahead (frame.cuh): measured faster
+  // at D = 32 and at sweep-d64, and 3 points slower at sweep-d128-L256-f0.5
+  // (docs/perf.md, "A regression at 128-token blocks, found by the sweep").
+  static constexpr bool kConsumersReadAhead = D <= 64;
 };
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
