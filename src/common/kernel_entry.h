@@ -14,16 +14,28 @@
 
 namespace blockattn {
 
+// What chooses among a table row's kernels (its variants: KernelOf in
+// common/kernel_launcher.cuh): the kind of batch, and whether a backward's
+// query heads are grouped (num_q_heads != num_kv_heads), which a row may
+// serve with a kernel of its own.
+struct KernelVariant {
+  BatchKind batch;
+  bool grouped_backward;
+};
+inline KernelVariant kernel_variant(const core::Problem& p) {
+  return {batch_kind(p), p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads};
+}
+
 // Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy
 // query that also raises the dynamic shared-memory limit once per device; 0
 // if the runtime refused the configuration) of the kernel of one table row
-// for a batch of that kind. Defined in common/kernel_launcher.cuh,
+// for a problem of that variant. Defined in common/kernel_launcher.cuh,
 // instantiated by the generated sources; backends (plain C++) only take
 // their addresses.
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-cudaError_t launch_kernel(const Params& p, BatchKind kind, int num_ctas, cudaStream_t stream);
+cudaError_t launch_kernel(const Params& p, KernelVariant variant, int num_ctas, cudaStream_t stream);
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-int kernel_ctas_per_sm(BatchKind kind);
+int kernel_ctas_per_sm(KernelVariant variant);
 
 template <typename Params>
 struct KernelEntry {
@@ -32,8 +44,8 @@ struct KernelEntry {
   int head_dim;
   int block_size;
   core::Fusion fusion;
-  cudaError_t (*launch)(const Params&, BatchKind, int num_ctas, cudaStream_t);
-  int (*ctas_per_sm)(BatchKind);  // 0 when the runtime refused the configuration
+  cudaError_t (*launch)(const Params&, KernelVariant, int num_ctas, cudaStream_t);
+  int (*ctas_per_sm)(KernelVariant);  // 0 when the runtime refused the configuration
 };
 
 // The entry for the problem's combination, or null. Entries with a null
@@ -49,14 +61,14 @@ const KernelEntry<Params>* find_entry(const KernelEntry<Params> (&entries)[kN], 
 }
 
 // Sizes the persistent grid for up to `max_tiles` tiles and launches the
-// row's kernel for the problem's kind of batch.
+// row's kernel for the problem's variant.
 template <typename Params>
 Status launch_persistent(const KernelEntry<Params>& kernel, const core::Problem& p, const Params& params,
                          int64_t max_tiles, cudaStream_t stream, const char* what) {
-  const BatchKind kind = batch_kind(p);
+  const KernelVariant variant = kernel_variant(p);
   int num_ctas = 0;
-  BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm(kind), max_tiles, &num_ctas));
-  return core::cuda_status(kernel.launch(params, kind, num_ctas, stream), what);
+  BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm(variant), max_tiles, &num_ctas));
+  return core::cuda_status(kernel.launch(params, variant, num_ctas, stream), what);
 }
 
 }  // namespace blockattn

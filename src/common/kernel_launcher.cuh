@@ -32,9 +32,10 @@ struct KernelLauncher {
 
 // The kernel of one table row: each backend's kernel headers specialize
 // KernelOf<their Params, Op, T, D, B, F> with the kernel function (`kernel`)
-// and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add a
-// nested `ShortSequences` with the same two members: the row's kernel for
-// BatchKind::kShort (core/batch_kind.h).
+// and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add
+// nested variants with the same two members: `ShortSequences`, the row's
+// kernel for BatchKind::kShort (core/batch_kind.h), and `Grouped`, its
+// kernel for a backward with grouped query heads (KernelVariant).
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
@@ -46,24 +47,36 @@ template <typename Of>
 struct ShortSequencesOf<Of, std::void_t<typename Of::ShortSequences>> {
   using type = typename Of::ShortSequences;
 };
+template <typename Of, typename = void>
+constexpr bool kHasGroupedVariant = false;  // the row's kernel serves grouped heads itself, or its backend refuses them
+template <typename Of>
+constexpr bool kHasGroupedVariant<Of, std::void_t<typename Of::Grouped>> = true;
 
 template <typename Params, typename Of>
 using LauncherFor = KernelLauncher<Params, Of::kernel, Of::Config::kThreads, Of::Config::kSmemBytes>;
 
+// fn(LauncherFor<the variant's kernel>{}): Grouped where the problem's heads
+// are grouped and the row has it, else ShortSequences for a short batch, else
+// the row's kernel.
+template <typename Params, typename Of, typename Fn>
+auto with_variant(KernelVariant variant, Fn&& fn) {
+  if constexpr (kHasGroupedVariant<Of>)
+    if (variant.grouped_backward) return fn(LauncherFor<Params, typename Of::Grouped>{});
+  if (variant.batch == BatchKind::kShort) return fn(LauncherFor<Params, typename ShortSequencesOf<Of>::type>{});
+  return fn(LauncherFor<Params, Of>{});
+}
+
 // The definitions of the functions common/kernel_entry.h declares.
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-cudaError_t launch_kernel(const Params& p, BatchKind kind, int num_ctas, cudaStream_t stream) {
-  using Of = KernelOf<Params, Op, T, D, B, F>;
-  if (kind == BatchKind::kShort)
-    return LauncherFor<Params, typename ShortSequencesOf<Of>::type>::launch(p, num_ctas, stream);
-  return LauncherFor<Params, Of>::launch(p, num_ctas, stream);
+cudaError_t launch_kernel(const Params& p, KernelVariant variant, int num_ctas, cudaStream_t stream) {
+  return with_variant<Params, KernelOf<Params, Op, T, D, B, F>>(
+      variant, [&](auto launcher) { return decltype(launcher)::launch(p, num_ctas, stream); });
 }
 
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
-int kernel_ctas_per_sm(BatchKind kind) {
-  using Of = KernelOf<Params, Op, T, D, B, F>;
-  if (kind == BatchKind::kShort) return LauncherFor<Params, typename ShortSequencesOf<Of>::type>::ctas_per_sm();
-  return LauncherFor<Params, Of>::ctas_per_sm();
+int kernel_ctas_per_sm(KernelVariant variant) {
+  return with_variant<Params, KernelOf<Params, Op, T, D, B, F>>(
+      variant, [](auto launcher) { return decltype(launcher)::ctas_per_sm(); });
 }
 
 // The dense forward's kernels, the same way: each backend's dense kernel
@@ -102,11 +115,11 @@ int dense_kernel_ctas_per_sm() {
 
 // Explicit instantiation of launch_kernel() and kernel_ctas_per_sm() for one
 // table row; used by the generated sources only (cmake/BlockattnKernels.cmake).
-#define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B, F)                                              \
-  namespace blockattn {                                                                                   \
-  template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B, F>(const Params&, BatchKind, int, \
-                                                                           cudaStream_t);                 \
-  template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B, F>(BatchKind);                       \
+#define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B, F)                                                  \
+  namespace blockattn {                                                                                       \
+  template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B, F>(const Params&, KernelVariant, int, \
+                                                                           cudaStream_t);                     \
+  template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B, F>(KernelVariant);                       \
   }
 
 // Registers `Arch::kernel_fn<T, D, kCausal>` with config `Arch::ConfigT<T, D>`

@@ -69,10 +69,11 @@ class Sm90Backend final : public core::KernelBackend {
   Status supports(const Problem& p) const override {
     BLOCKATTN_RETURN_IF_ERROR(core::require_exact_compute_capability(90, "backend kHopper"));
     if (find_entry(kKernels, p) == nullptr) return core::no_kernel("backend kHopper", p);
-    if (p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads)
+    if (kernel_variant(p).grouped_backward &&
+        !grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary))
       return core::unsupported(
-          "backend kHopper's backward supports num_q_heads == num_kv_heads only (grouped-query attention runs on "
-          "kPortable)");
+          "backend kHopper's backward supports num_q_heads != num_kv_heads at head_dim 128 with block_size 64 and "
+          "no rotary only (other grouped-query backwards run on kPortable)");
     const char* why = nullptr;
     for_each_mapped_tensor(p, [&](const MappedTensor& t, int heads, uint32_t) {
       if (why == nullptr) why = tma_layout_problem(p.tensor(t.id), heads);
@@ -109,8 +110,9 @@ class Sm90Backend final : public core::KernelBackend {
     params.dk = p.tensor(TensorId::kDk);
     params.dv = p.tensor(TensorId::kDv);
     params.attn = attention_params(p, s);
-    const int64_t max_tiles =  // tiles are (block, query head) in both directions
-        schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) * p.shape.num_q_heads;
+    // Tiles are (block, query head), but for the grouped backward's units (block, KV head).
+    const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
+                              (kernel_variant(p).grouped_backward ? p.shape.num_kv_heads : p.shape.num_q_heads);
     return launch_persistent(*kernel, p, params, max_tiles, stream, "launching the kHopper kernel");
   }
 };

@@ -261,15 +261,30 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
 }  // namespace blockattn::sm90
 
 #include "sm90/column_split_backward.cuh"
+#include "sm90/grouped_backward.cuh"
 #include "sm90/shared_tile_backward.cuh"
 
 // The kernel table's sm90 backward rows: at 64-token blocks a tile per
 // consumer warpgroup, except for the widest heads, whose tiles both consumers
 // share by output columns; at 128-token blocks one tile shared by both, by
-// rows.
+// rows. Rows where sm90::grouped_backward_kernel() holds carry the
+// grouped-query kernel as their `Grouped` variant.
 namespace blockattn {
+namespace sm90 {
+template <typename T, int D, int B, core::Fusion F,
+          bool = grouped_backward_kernel(D, B, F == core::Fusion::kRotary)>
+struct GroupedBackwardOf {};
 template <typename T, int D, int B, core::Fusion F>
-struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> {
+struct GroupedBackwardOf<T, D, B, F, true> {
+  struct Grouped {
+    using Config = GroupedBackwardConfig<T, D>;
+    static constexpr auto kernel = grouped_backward_kernel<T, D, F>;
+  };
+};
+}  // namespace sm90
+
+template <typename T, int D, int B, core::Fusion F>
+struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> : sm90::GroupedBackwardOf<T, D, B, F> {
   using Config = sm90::BackwardConfig<T, D, B, sm90::stage_ds_in_v(D, BatchKind::kLong)>;
   static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, Config::kDsInV>;
   // The same kernel where dS's staging does not change.

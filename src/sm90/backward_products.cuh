@@ -35,21 +35,36 @@ __device__ __forceinline__ tile::OperandA<kRows> transposed_rows(const T* x, int
   return op;
 }
 
-// D[warpgroup rows x D] = A (registers, K = the tile's rows) * B (an
-// MN-major tile laid out as `Layout`): dV = P^T dO, dK = dS^T Q, dQ = dS K.
-// Waits for the result.
+// Issues D[warpgroup rows x D] (+)= A (registers, K = the tile's rows) * B
+// (an MN-major tile laid out as `Layout`): dV = P^T dO, dK = dS^T Q, dQ =
+// dS K; `accumulate` adds to D (a sum over a group's heads) instead of
+// overwriting it. Between wgmma_fence() and wgmma_commit(); the caller waits.
 template <typename T, int D, typename Layout, int kRows = Layout::kRowCount>
-__device__ __forceinline__ void wgmma_rs_tile(tile::Accumulator<D>& d, tile::OperandA<kRows>& a, uint32_t b_addr) {
-  wgmma_fence();
+__device__ __forceinline__ void issue_rs_product(tile::Accumulator<D>& d, tile::OperandA<kRows>& a, uint32_t b_addr,
+                                                 bool accumulate) {
 #pragma unroll
   for (int kk = 0; kk < kRows / 16; ++kk)
-    wgmma_rs<T, D>(d.regs(), a.a[kk], mnmajor_desc<Layout>(b_addr, kk), kk > 0);
-  wgmma_commit();
-  wgmma_wait<0>();
+    wgmma_rs<T, D>(d.regs(), a.a[kk], mnmajor_desc<Layout>(b_addr, kk), accumulate || kk > 0);
+}
+
+// After wgmma_wait: neither the result nor the A operand's registers may be
+// touched by code the compiler moves above the wait.
+template <int D, int kRows>
+__device__ __forceinline__ void fence_rs_product(tile::Accumulator<D>& d, tile::OperandA<kRows>& a) {
   fence_registers(d.regs());
 #pragma unroll
   for (int kk = 0; kk < kRows / 16; ++kk)
     fence_registers(a.a[kk]);
+}
+
+// One such product, waited for.
+template <typename T, int D, typename Layout, int kRows = Layout::kRowCount>
+__device__ __forceinline__ void wgmma_rs_tile(tile::Accumulator<D>& d, tile::OperandA<kRows>& a, uint32_t b_addr) {
+  wgmma_fence();
+  issue_rs_product<T, D, Layout>(d, a, b_addr, false);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_rs_product(d, a);
 }
 
 }  // namespace blockattn::sm90

@@ -41,6 +41,16 @@ constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 
 constexpr bool backward_stores_by_tma(int head_dim, int block_size) { return head_dim > 192 && block_size == 64; }
 constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 
+// Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
+// which this backend runs wherever num_q_heads != num_kv_heads; other grouped
+// backwards are refused here and run on kPortable. D = 128 at 64-token
+// blocks: one 64-column chunk of output per consumer, P and dS in those
+// chunks of the staging tile. Not with rotary, whose transpose rotation pairs
+// columns j and j + r/2 across the two consumers' halves.
+constexpr bool grouped_backward_kernel(int head_dim, int block_size, bool rotary) {
+  return head_dim == 128 && block_size == 64 && !rotary;
+}
+
 struct Params {
   // TMA maps of the inputs (64-byte aligned by their type); dout_map only in
   // the backward.
