@@ -22,8 +22,8 @@
 //   dK_c += dS^T Q_c         stored after the last head (dK scaled once).
 // Warp w of either consumer owns rows 16w .. + 16 (of queries and of keys), so
 // every staged row is written and stored by one warp; other warps read the
-// staging tile only between the two barriers that bracket the transposed
-// loads of P and dS.
+// rows of P and dS, transposed, in a staging tile of their own per head
+// (GroupedBackwardSmem).
 //
 // Registers per consumer thread: dK_c + dV_c 64 across the group, S + dP 64,
 // dQ_c 32, the A operands (dS rows, P^T, dS^T) 48: at most 144 live beside
@@ -41,6 +41,9 @@
 
 namespace blockattn::sm90 {
 
+// A head's tensors in the ring, in release order (both after its last products).
+enum GroupedHeadTensor : int { kHeadDout = 0, kHeadQ = 1, kHeadTensors = 2 };
+
 template <typename T, int D>
 struct GroupedBackwardConfig {
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
@@ -52,16 +55,31 @@ struct GroupedBackwardConfig {
   static constexpr int kChunks = D / kChunkCols;
   static constexpr int kCols = D / kConsumers;  // output columns per consumer
   static_assert(grouped_backward_kernel(D, kRows, false) && kCols == kChunkCols,
-                "one 64-column chunk per consumer: P fills consumer 0's chunk of the staging tile, dS consumer 1's");
+                "one 64-column chunk of output per consumer, staged like a P tile");
   using ProbLayout = tile::SwizzledRows<kRows>;  // = one chunk of Layout
   static constexpr int kChunkBytes = Layout::kChunkBytes;
-  static constexpr int kSlotBytes = kChunks * kChunkBytes;
-  static constexpr int kScratchBytes = kSlotBytes;  // the staging tile
-  // 13 slots at D = 128: three heads' tensors and one of the fourth's.
+  static constexpr int kSlotBytes = kChunks * kChunkBytes;  // one tensor of a tile
+  static constexpr int kProbTileBytes = kRows * kRows * 2;  // P or dS
+  // Two K/V pairs (a unit's K and V, the next unit's landing in the other),
+  // each consumer's P and dS tiles, the pairs' barriers (2 x 2 x 8 bytes).
+  static constexpr int kKvPairs = 2;
+  static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
+  static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
+  static constexpr int kScratchBytes = kKvBytes + kProbBytes + 64;
+  // 8 slots at D = 128: the Q and dO of four heads.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
-  static_assert(kSlots > kBackwardTensors, "a head's tensors and at least one of the next head's");
+  static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
   static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+};
+
+// A unit's K and V: pair u % 2 of the CTA's u-th unit, with its barriers.
+struct KvPair {
+  unsigned char* k;
+  unsigned char* v;
+  Barrier* full;   // producer -> consumers: K and V have landed
+  Barrier* empty;  // consumers -> producer: every consumer warp is done with both
+  uint32_t phase;
 };
 
 template <typename T, int D>
@@ -69,30 +87,91 @@ struct GroupedBackwardSmem {
   using Cfg = GroupedBackwardConfig<T, D>;
   using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
   Ring ring;
-  T* staging;  // Chunked<64>, D columns: consumer c's outputs in chunk c
-  T* probs;    // P [query][key]: chunk 0
-  T* dscores;  // dS [query][key]: chunk 1
+  unsigned char* kv;     // kKvPairs x (K, V)
+  unsigned char* probs_base;
+  Barrier* kv_full;      // [kKvPairs]
+  Barrier* kv_empty;     // [kKvPairs]
 
   __device__ explicit GroupedBackwardSmem(unsigned char* raw) {
     ring.base = tile::align_shared_1024(raw);
-    unsigned char* scratch = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
-    staging = reinterpret_cast<T*>(scratch);
-    probs = staging;
-    dscores = staging + Cfg::Layout::kChunkElems;
-    ring.full = reinterpret_cast<Barrier*>(scratch + Cfg::kScratchBytes);
+    kv = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
+    probs_base = kv + Cfg::kKvBytes;
+    kv_full = reinterpret_cast<Barrier*>(probs_base + Cfg::kProbBytes);
+    kv_empty = kv_full + Cfg::kKvPairs;
+    ring.full = reinterpret_cast<Barrier*>(kv + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
+  }
+  __device__ KvPair pair(int unit_in_stream) const {
+    const auto slot = RingSlot<Cfg::kKvPairs>::of(unit_in_stream);
+    unsigned char* k = kv + slot.stage * 2 * Cfg::kSlotBytes;
+    return {k, k + Cfg::kSlotBytes, &kv_full[slot.stage], &kv_empty[slot.stage], slot.phase};
+  }
+  // Consumer c's P tile (its dS tile follows it).
+  __device__ T* probs(int consumer) const {
+    return reinterpret_cast<T*>(probs_base + consumer * 2 * Cfg::kProbTileBytes);
   }
 };
 
+// The frame: tensor_ring.cuh's producer and consumer walks, but a unit's K and
+// V go to a K/V pair once, and only each head's dO and Q through the ring (in
+// release order). The producer waits on (a) the pair the unit two before
+// released at its end and (b) ring slots that heads release in load order,
+// needing nothing the producer has not issued: no cycle, for any group size.
+template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp>
+__device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, int group_size, CoordsOf&& coords_of,
+                                                 LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kSlots; ++s) {
+      sm.ring.full[s].init(1);
+      sm.ring.empty[s].init(4 * Cfg::kConsumers);  // every warp of every consumer reads every tensor
+    }
+    for (int s = 0; s < Cfg::kKvPairs; ++s) {
+      sm.kv_full[s].init(1);
+      sm.kv_empty[s].init(4 * Cfg::kConsumers);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  split_roles<Cfg>(
+      [&]() BLOCKATTN_INLINE {
+        int j = 0, u = 0;
+        for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
+          const auto coords = coords_of(unit);
+          if (coords.block.row_count == 0) continue;
+          const KvPair kv = sm.pair(u++);
+          kv.empty->wait(kv.phase ^ 1);
+          kv.full->arrive_expect_tx(2 * Cfg::kSlotBytes);
+          load_kv(coords, kv);
+#pragma unroll 1
+          for (int n = 0; n < kHeadTensors * group_size; ++n, ++j) {
+            const auto slot = RingSlot<Cfg::kSlots>::of(j);
+            sm.ring.empty[slot.stage].wait(slot.empty_parity());
+            sm.ring.full[slot.stage].arrive_expect_tx(Cfg::kSlotBytes);  // rows past T are zero-filled but counted
+            load_head(coords, n, sm.ring.base + slot.stage * Cfg::kSlotBytes, sm.ring.full[slot.stage]);
+          }
+        }
+      },
+      [&](int consumer) BLOCKATTN_INLINE {
+        int first = 0, u = 0;
+        for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
+          const auto coords = coords_of(unit);
+          if (coords.block.row_count == 0) continue;
+          op(coords, sm.pair(u++), first, consumer);
+          first += kHeadTensors * group_size;
+        }
+      });
+}
+
 // One unit: the group's heads in order, then dK and dV. `first` is the
 // unit's first tensor in the ring's stream.
-template <typename T, int D, typename Hooks, typename Ring>
+template <typename T, int D, typename Hooks>
 __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hooks& hooks,
                                                       const GroupedBackwardSmem<T, D>& sm, const tile::TileCoords& unit,
-                                                      const Ring& ring, int first, int consumer) {
+                                                      const KvPair& kv, int first, int consumer) {
   using Cfg = GroupedBackwardConfig<T, D>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
+  using Ring = typename GroupedBackwardSmem<T, D>::Ring;
   constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every unit (common/opaque.cuh): hoisted out of the loop, the
@@ -100,81 +179,97 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   const int consumer_tid = opaque_thread_index<Cfg::kConsumers * 128>(128);  // over both consumers
   const int lane = consumer_tid % 32;
   const int row0 = consumer_tid % 128 / 32 * 16;  // the warp's query rows and key rows
+  const uint32_t own_barrier = 2 + consumer;      // this consumer's warps
   const int valid = unit.block.row_count;
   const int col0 = consumer * kCols;
-  const uint32_t own_chunk = consumer * Cfg::kChunkBytes;  // this consumer's columns in a slot
-  T* const staging = sm.staging + consumer * Layout::kChunkElems;
-  // An output's way out: staged in the warp's rows of the consumer's chunk,
-  // stored, and (every lane's reads of the staging done) free for the next
-  // writes there: P or dS of the next head, the next output.
+  const uint32_t own_chunk = consumer * Cfg::kChunkBytes;  // this consumer's columns in a tile
+  T* const probs = sm.probs(consumer);
+  T* const dscores = probs + kRows * kRows;
+  const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
+  // An output's way out: staged in the warp's rows of the P tile (no warp
+  // reads it any more), stored, and (every lane's reads of the staging done)
+  // free for the warp's next writes there.
   auto write = [&](const tile::Accumulator<kCols>& acc, const tile::RowScale& factor, const TensorView& out,
                    int head) BLOCKATTN_INLINE {
-    tile::write_rows<Layout, T, kCols, kCols, kRowWalk>(acc, factor, staging, row0,
-                                                        tile::head_rows_out<T>(out, unit.block, head) + col0,
-                                                        out.token_stride, valid, lane);
+    tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(acc, factor, probs, row0,
+                                                            tile::head_rows_out<T>(out, unit.block, head) + col0,
+                                                            out.token_stride, valid, lane);
     __syncwarp();
   };
 
+  kv.full->wait(kv.phase);
   tile::Accumulator<kCols> dk, dv;  // this consumer's columns, summed over the group
 #pragma unroll 1
   for (int g = 0; g < p.attn.group_size; ++g) {
-    const TileTensors<Ring> in{ring, first + kBackwardTensors * g};
+    const TileTensors<Ring> in{sm.ring, first + kHeadTensors * g};
     tile::TileCoords t = unit;
     t.q_head = unit.q_head + g;
-    const uint32_t q_addr = tile::smem_u32(in.template data<T>(kTensorQ));
-    const uint32_t k_addr = tile::smem_u32(in.template data<T>(kTensorK));
-    const uint32_t v_addr = tile::smem_u32(in.template data<T>(kTensorV));
-    const uint32_t dout_addr = tile::smem_u32(in.template data<T>(kTensorDout));
-    begin_backward_tile<Layout, kRows, D, Cfg::kConsumerThreads, T>(hooks, t, in, consumer_tid);
+    in.wait(kHeadDout);
+    in.wait(kHeadQ);
+    T* const q = in.template data<T>(kHeadQ);
+    T* const dout = in.template data<T>(kHeadDout);
+    const uint32_t q_addr = tile::smem_u32(q), dout_addr = tile::smem_u32(dout);
+    if (valid < kRows) {  // every product must see zeros past the block end; K and V once per unit
+      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(q, valid, consumer_tid);
+      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(dout, valid, consumer_tid);
+      if (g == 0) {
+        tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.k), valid, consumer_tid);
+        tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.v), valid, consumer_tid);
+      }
+      fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+      named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+    }
 
-    // S = Q K^T and dP = dO V^T over all 64 rows, in both consumers.
+    // S = Q K^T and dP = dO V^T over all 64 rows, in both consumers, in two
+    // groups: the exponentials of S run while dP's product does.
     tile::Accumulator<kRows> s, ds;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       wgmma_ss<T, kRows>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
+    wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       wgmma_ss<T, kRows>(ds.regs(), kmajor_desc<Layout>(dout_addr, kk), kmajor_desc<Layout>(v_addr, kk), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();
     fence_registers(s.regs());
-    fence_registers(ds.regs());
-    in.release(kTensorV, lane);
-
     float row_sum[2];
     tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
+    wgmma_wait<0>();
+    fence_registers(ds.regs());
     tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
-    // The warp's rows of its consumer's chunk: the last thing there was the
-    // warp's own previous output, stored (write()'s __syncwarp).
-    if (consumer == 0)
-      tile::stage_rows<ProbLayout, T>(s, one, sm.probs, row0, 0, lane);
-    else
-      tile::stage_rows<ProbLayout, T>(ds, one, sm.dscores, row0, 0, lane);
+    // The warp's rows of this consumer's P and dS tiles: the last thing there
+    // was the warp's own output, stored (write()'s __syncwarp).
+    tile::stage_rows<ProbLayout, T>(s, one, probs, row0, 0, lane);
+    tile::stage_rows<ProbLayout, T>(ds, one, dscores, row0, 0, lane);
     tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
-    named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);  // P and dS of all rows are in place
-    tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows, ProbLayout>(sm.probs, row0, lane);
-    tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows, ProbLayout>(sm.dscores, row0, lane);
-    // Every warp holds its P^T and dS^T rows: the staging tile is free.
-    named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+    named_barrier_sync(own_barrier, 128);  // P and dS of all rows are in place
+    tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows, ProbLayout>(probs, row0, lane);
+    tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows, ProbLayout>(dscores, row0, lane);
+    // Every warp holds its P^T and dS^T rows before any stages an output over
+    // its P rows, or the next head's P and dS.
+    named_barrier_sync(own_barrier, 128);
 
-    // dQ_c = dS K_c, dV_c += P^T dO_c, dK_c += dS^T Q_c: issued together,
-    // waited for once.
+    // dQ_c = dS K_c, then dV_c += P^T dO_c and dK_c += dS^T Q_c: dQ leaves
+    // while the other two products run.
     tile::Accumulator<kCols> dq;
     wgmma_fence();
     issue_rs_product<T, kCols, Layout>(dq, ds_rows, k_addr + own_chunk, false);
+    wgmma_commit();
     issue_rs_product<T, kCols, Layout>(dv, p_keys, dout_addr + own_chunk, g > 0);
     issue_rs_product<T, kCols, Layout>(dk, ds_keys, q_addr + own_chunk, g > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<1>();
     fence_rs_product(dq, ds_rows);
+    write(dq, scale, p.dq, t.q_head);
+    wgmma_wait<0>();
     fence_rs_product(dv, p_keys);
     fence_rs_product(dk, ds_keys);
-    in.release(kTensorK, lane);
-    in.release(kTensorDout, lane);
-    in.release(kTensorQ, lane);
-    write(dq, scale, p.dq, t.q_head);
+    in.release(kHeadDout, lane);
+    in.release(kHeadQ, lane);
   }
+  release_stage(*kv.empty, lane);  // the last products that read K and V are done
   write(dv, one, p.dv, unit.kv_head);
   write(dk, scale, p.dk, unit.kv_head);
 }
@@ -184,20 +279,26 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D>::kThreads, 1)
     grouped_backward_kernel(const __grid_constant__ Params p) {
   static_assert(F == core::Fusion::kNone, "rotary's transpose rotation needs whole rows: grouped_backward_kernel()");
   using Cfg = GroupedBackwardConfig<T, D>;
+  using Layout = typename Cfg::Layout;
   extern __shared__ unsigned char smem_raw[];
   const GroupedBackwardSmem<T, D> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
-  run_tensor_ring<Cfg>(
-      sm.ring, p.attn.schedule.block_count() * num_kv_heads, kBackwardTensors * p.attn.group_size,
+  run_grouped_ring<Cfg>(
+      sm, p.attn.schedule.block_count() * num_kv_heads, p.attn.group_size,
       [&](int unit) { return tile::TileCoords::per_kv_head(p.attn, num_kv_heads, unit); },
-      [&](const tile::TileCoords& unit, int n, unsigned char* slot, Barrier& full) {
-        tile::TileCoords t = unit;
-        t.q_head = unit.q_head + n / kBackwardTensors;
-        load_backward_tensor<typename Cfg::Layout, Cfg::kChunks>(p, t, n % kBackwardTensors, slot, full);
+      [&](const tile::TileCoords& unit, const KvPair& kv) {
+        const TmaTile tiles[2] = {{&p.k_map, unit.kv_head, kv.k}, {&p.v_map, unit.kv_head, kv.v}};
+        load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, *kv.full);
       },
-      [&](const tile::TileCoords& unit, const auto& tensors, int consumer) BLOCKATTN_INLINE {
-        grouped_backward_unit<T, D>(p, hooks, sm, unit, tensors.ring, tensors.first, consumer);
+      [&](const tile::TileCoords& unit, int n, unsigned char* slot, Barrier& full) {
+        const int head = unit.q_head + n / kHeadTensors;
+        const TmaTile tiles[1] = {n % kHeadTensors == kHeadDout ? TmaTile{&p.dout_map, head, slot}
+                                                                : TmaTile{&p.q_map, head, slot}};
+        load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
+      },
+      [&](const tile::TileCoords& unit, const KvPair& kv, int first, int consumer) BLOCKATTN_INLINE {
+        grouped_backward_unit<T, D>(p, hooks, sm, unit, kv, first, consumer);
       });
 }
 
