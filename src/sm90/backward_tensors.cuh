@@ -61,7 +61,7 @@ template <typename Cfg, typename Ring, typename TileOp>
 __device__ __forceinline__ void run_backward_tensor_ring(const Params& p, const Ring& ring, TileOp&& op) {
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   run_tensor_ring<Cfg>(
-      ring, num_tiles, kBackwardTensors, [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); },
+      ring, num_tiles, [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); },
       [&](const tile::TileCoords& t, int n, unsigned char* slot, Barrier& full) {
         load_backward_tensor<typename Cfg::Layout, Cfg::kChunks>(p, t, n, slot, full);
       },

@@ -1,29 +1,28 @@
-// sm90 backward for grouped-query attention (Hq = G Hkv, G > 1) at 64-token
-// blocks: a unit of work is one block of one KV head with the G query heads
-// that read it, in one CTA, so dK and dV are summed over the group in
+// sm90 backward for grouped-query attention (Hq = G Hkv, G > 1) at D = 128,
+// 64-token blocks: a unit of work is one block of one KV head with the G query
+// heads that read it, in one CTA, so dK and dV are summed over the group in
 // registers, in a fixed head order: deterministic, no atomics
 // (docs/design/sm90_grouped_backward.md has the plan and the arithmetic).
 //
-// Frame: tensor_ring.cuh, a unit's stream is G runs of the backward's four
-// tensors in release order (V, K, dO, Q), one run per query head. K and V are
-// loaded again for every head: the ring stays first-in, first-out for any G
-// (each head releases its four before a later head's loads need their
-// slots), and the repeats are L2 hits, the same CTA having read those rows a
-// head earlier. DRAM traffic is the floor's: Q, dO, dQ per query head, K, V,
-// dK, dV once per unit.
+// Frame: grouped_ring.cuh. A unit's K and V land once in one of two K/V
+// pairs; each head's dO and Q stream through a ring of one-tensor slots. DRAM
+// traffic is the floor's: Q, dO, dQ per query head, K, V, dK, dV once per
+// unit. (Loading K and V again with every head, through the ring, kept the
+// frame smaller but read 1.5x the floor's bytes out of L2 and measured 4
+// points slower: docs/perf.md, "An sm_90 backward for grouped-query
+// attention".)
 //
-// Tile op: the column split of column_split_backward.cuh at 64 + 64 columns.
-// Per head, both consumers compute S = Q K^T, dP = dO V^T and the softmax for
-// all 64 rows (twice rather than exchanged); consumer 0 stages P in its
-// 64-column chunk of the staging tile, consumer 1 dS in its own, and both read
-// P^T and dS^T back. Consumer c then owns output columns [64c, 64c + 64):
-//   dQ_c  = scale dS K_c     staged in the consumer's chunk, stored per head;
+// Tile op: the output columns split between the consumer warpgroups, 64 + 64.
+// Per head, each consumer computes S = Q K^T, dP = dO V^T and the softmax for
+// all 64 rows (twice rather than exchanged: the consumers then share no
+// barrier but at partial blocks, and drift apart, one's softmax under the
+// other's products), stages P and dS in tiles of its own and reads them back
+// transposed. Consumer c owns output columns [64c, 64c + 64):
+//   dQ_c  = scale dS K_c     staged over its P tile, stored per head;
 //   dV_c += P^T dO_c         in registers across the group,
 //   dK_c += dS^T Q_c         stored after the last head (dK scaled once).
-// Warp w of either consumer owns rows 16w .. + 16 (of queries and of keys), so
-// every staged row is written and stored by one warp; other warps read the
-// rows of P and dS, transposed, in a staging tile of their own per head
-// (GroupedBackwardSmem).
+// Warp w of a consumer owns rows 16w .. + 16 (of queries and of keys), so
+// every staged row is written and stored by one warp.
 //
 // Registers per consumer thread: dK_c + dV_c 64 across the group, S + dP 64,
 // dQ_c 32, the A operands (dS rows, P^T, dS^T) 48: at most 144 live beside
@@ -33,6 +32,7 @@
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
+#include "sm90/grouped_ring.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -41,8 +41,6 @@
 
 namespace blockattn::sm90 {
 
-// A head's tensors in the ring, in release order (both after its last products).
-enum GroupedHeadTensor : int { kHeadDout = 0, kHeadQ = 1, kHeadTensors = 2 };
 
 template <typename T, int D>
 struct GroupedBackwardConfig {
@@ -71,15 +69,6 @@ struct GroupedBackwardConfig {
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
   static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
-};
-
-// A unit's K and V: pair u % 2 of the CTA's u-th unit, with its barriers.
-struct KvPair {
-  unsigned char* k;
-  unsigned char* v;
-  Barrier* full;   // producer -> consumers: K and V have landed
-  Barrier* empty;  // consumers -> producer: every consumer warp is done with both
-  uint32_t phase;
 };
 
 template <typename T, int D>
@@ -111,56 +100,6 @@ struct GroupedBackwardSmem {
     return reinterpret_cast<T*>(probs_base + consumer * 2 * Cfg::kProbTileBytes);
   }
 };
-
-// The frame: tensor_ring.cuh's producer and consumer walks, but a unit's K and
-// V go to a K/V pair once, and only each head's dO and Q through the ring (in
-// release order). The producer waits on (a) the pair the unit two before
-// released at its end and (b) ring slots that heads release in load order,
-// needing nothing the producer has not issued: no cycle, for any group size.
-template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp>
-__device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, int group_size, CoordsOf&& coords_of,
-                                                 LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op) {
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Cfg::kSlots; ++s) {
-      sm.ring.full[s].init(1);
-      sm.ring.empty[s].init(4 * Cfg::kConsumers);  // every warp of every consumer reads every tensor
-    }
-    for (int s = 0; s < Cfg::kKvPairs; ++s) {
-      sm.kv_full[s].init(1);
-      sm.kv_empty[s].init(4 * Cfg::kConsumers);
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();
-  split_roles<Cfg>(
-      [&]() BLOCKATTN_INLINE {
-        int j = 0, u = 0;
-        for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
-          const auto coords = coords_of(unit);
-          if (coords.block.row_count == 0) continue;
-          const KvPair kv = sm.pair(u++);
-          kv.empty->wait(kv.phase ^ 1);
-          kv.full->arrive_expect_tx(2 * Cfg::kSlotBytes);
-          load_kv(coords, kv);
-#pragma unroll 1
-          for (int n = 0; n < kHeadTensors * group_size; ++n, ++j) {
-            const auto slot = RingSlot<Cfg::kSlots>::of(j);
-            sm.ring.empty[slot.stage].wait(slot.empty_parity());
-            sm.ring.full[slot.stage].arrive_expect_tx(Cfg::kSlotBytes);  // rows past T are zero-filled but counted
-            load_head(coords, n, sm.ring.base + slot.stage * Cfg::kSlotBytes, sm.ring.full[slot.stage]);
-          }
-        }
-      },
-      [&](int consumer) BLOCKATTN_INLINE {
-        int first = 0, u = 0;
-        for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
-          const auto coords = coords_of(unit);
-          if (coords.block.row_count == 0) continue;
-          op(coords, sm.pair(u++), first, consumer);
-          first += kHeadTensors * group_size;
-        }
-      });
-}
 
 // One unit: the group's heads in order, then dK and dV. `first` is the
 // unit's first tensor in the ring's stream.

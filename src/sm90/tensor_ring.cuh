@@ -11,10 +11,8 @@
 // next tile's tensors land in the slots the current tile has released
 // (V once S and dP are done, K once dQ is, ...).
 //
-// Tensor j of the CTA's stream (the n-th of its i-th tile: j = n plus the
-// tensors of the tiles before) lives in slot j % kSlots. A tile's tensor
-// count is an argument: four for a (block, head) tile, 4 G for the grouped
-// backward's (block, KV head) unit of G query heads (grouped_backward.cuh). The producer loads a tile's tensors in the order
+// Tensor j of the CTA's stream (the n-th of its i-th tile: j = kTensors i + n)
+// lives in slot j % kSlots. The producer loads a tile's tensors in the order
 // the tile releases them, so the ring stays first-in, first-out: a slot is
 // reused after the tensor released earliest, never one held to the end.
 // Every consumer waits for every tensor in stream order, which keeps each
@@ -70,14 +68,14 @@ struct TileTensors {
   }
 };
 
-// The whole frame for `num_tiles` tiles (tile = blockIdx.x + i * gridDim.x)
-// of `tensors_per_tile` tensors each: the producer runs load(coords, n, slot,
-// full_barrier) for tensor n of each tile, every consumer warpgroup c runs
-// op(coords, TileTensors, c) on every tile. Empty entries of the tiles table (a sequence packed into an earlier
+// The whole frame for `num_tiles` tiles (tile = blockIdx.x + i * gridDim.x):
+// the producer runs load(coords, n, slot, full_barrier) for tensor n of each
+// tile, every consumer warpgroup c runs op(coords, TileTensors, c) on every
+// tile. Empty entries of the tiles table (a sequence packed into an earlier
 // tile) take no slots, on both sides alike.
 template <typename Cfg, typename Ring, typename CoordsOf, typename Load, typename TileOp>
-__device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles, int tensors_per_tile,
-                                                CoordsOf&& coords_of, Load&& load, TileOp&& op) {
+__device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles, CoordsOf&& coords_of, Load&& load,
+                                                TileOp&& op) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kSlots; ++s) {
       ring.full[s].init(1);
@@ -93,7 +91,7 @@ __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles,
           const auto coords = coords_of(tile);
           if (coords.block.row_count == 0) continue;
 #pragma unroll 1
-          for (int n = 0; n < tensors_per_tile; ++n, ++j) {
+          for (int n = 0; n < Cfg::kTensors; ++n, ++j) {
             const auto slot = RingSlot<Cfg::kSlots>::of(j);
             ring.empty[slot.stage].wait(slot.empty_parity());
             ring.full[slot.stage].arrive_expect_tx(Cfg::kSlotBytes);  // rows past T are zero-filled but still counted
@@ -107,7 +105,7 @@ __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles,
           const auto coords = coords_of(tile);
           if (coords.block.row_count == 0) continue;
           op(coords, TileTensors<Ring>{ring, first}, consumer);
-          first += tensors_per_tile;
+          first += Cfg::kTensors;
         }
       });
 }

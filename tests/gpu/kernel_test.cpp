@@ -1103,9 +1103,9 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   else
     EXPECT_EQ(s.code, StatusCode::kUnsupported) << s.message;
 
-  // The backward follows the same rule for head_dim 128; kAuto keeps the
-  // portable backward at head_dim 64 (but for short sequences, and on fast
-  // memory) and for grouped-query attention.
+  // The backward follows the same rule for head_dim 128, grouped-query
+  // attention included; kAuto keeps the portable backward at head_dim 64
+  // (but for short sequences, and on fast memory).
   DeviceBuffer<__nv_bfloat16> grads(3 * 1000 * 2 * 64);
   BackwardArgs b =
       backward_args(a, make_layout(1000, 2, 64, LayoutKind::kPacked), make_layout(1000, 2, 64, LayoutKind::kPacked),
@@ -1137,9 +1137,11 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   }
   ASSERT_TRUE(backward_backend(b, &chosen).ok());
   EXPECT_EQ(chosen, expected);
+  // Grouped-query at head_dim 128: the sm_90 grouped backward
+  // (sm90/grouped_backward.cuh).
   b.shape.num_kv_heads = 1;
   ASSERT_TRUE(backward_backend(b, &chosen).ok());
-  EXPECT_EQ(chosen, Backend::kPortable);  // grouped-query
+  EXPECT_EQ(chosen, expected);
 }
 
 }  // namespace
