@@ -11,6 +11,11 @@ import struct
 import threading
 from pathlib import Path
 
+# torch before libblockattn.so: loaded first, the library's CUDA runtime made
+# `import torch` crash (SIGSEGV) in `python -m blockattn`, the one entry that
+# imports this module before torch.
+import torch  # noqa: F401  isort: skip
+
 ABI_VERSION = 4
 LIBRARY_NAME = "libblockattn.so"
 

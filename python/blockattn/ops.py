@@ -531,7 +531,7 @@ def forward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: 
 
 
 def backward_backend(q: Tensor, k: Tensor, v: Tensor, offsets: Tensor, *, scale: float | None = None) -> str:
-    """The same for the backward (on an H100, head dim 64 and GQA/MQA but at head dim 128 run on "portable")."""
+    """The same for the backward (on an H100, head dim 64 runs on "portable" unless heads are grouped)."""
     return _query_backend(_lib.backward_backend, "backward", q, k, v, offsets, scale,
                           lambda q, k, v: (q, k, v, None, q.new_empty(q.shape), q.new_empty(q.shape),
                                            k.new_empty(k.shape), v.new_empty(v.shape)))  # fmt: skip

@@ -23,7 +23,7 @@ struct KernelVariant {
   bool grouped_backward;
 };
 inline KernelVariant kernel_variant(const core::Problem& p) {
-  return {batch_kind(p), p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads};
+  return {batch_kind(p), grouped_backward(p)};
 }
 
 // Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy

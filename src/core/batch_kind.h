@@ -15,6 +15,13 @@ namespace blockattn {
 
 enum class BatchKind { kLong, kShort };
 
+// A backward whose query heads are grouped (num_q_heads != num_kv_heads):
+// a row may serve it with a kernel of its own (KernelOf<...>::Grouped), and
+// kAuto may take a row for it (AutoUse::kShortGroupedOrFastMemory).
+inline bool grouped_backward(const core::Problem& p) {
+  return p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads;
+}
+
 inline BatchKind batch_kind(const core::Problem& p) {
   return p.shape.total_tokens < static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size ? BatchKind::kShort
                                                                                             : BatchKind::kLong;

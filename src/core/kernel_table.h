@@ -30,8 +30,9 @@ KernelTable kernel_table();
 
 // When kAuto may take a row (the table's `automatic` column): always, for
 // batches of short sequences only (core/batch_kind.h), for those and for
-// every batch on a device with fast memory, or never.
-enum class AutoUse { kAlways, kShortBatches, kShortBatchesOrFastMemory, kNever };
+// every batch on a device with fast memory, for those and for grouped-query
+// backwards, or never.
+enum class AutoUse { kAlways, kShortBatches, kShortBatchesOrFastMemory, kShortGroupedOrFastMemory, kNever };
 
 // What kAuto's choice reads of the device: its memory's peak bandwidth in
 // GB/s (core::memory_peak_gbps(); 0 when unknown, read as slow). At or past

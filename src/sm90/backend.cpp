@@ -72,8 +72,8 @@ class Sm90Backend final : public core::KernelBackend {
     if (kernel_variant(p).grouped_backward &&
         !grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary))
       return core::unsupported(
-          "backend kHopper's backward supports num_q_heads != num_kv_heads at head_dim 128 with block_size 64 and "
-          "no rotary only (other grouped-query backwards run on kPortable)");
+          "backend kHopper's backward supports num_q_heads != num_kv_heads at head_dim 64 and 128 with block_size 64 "
+          "and no rotary only (other grouped-query backwards run on kPortable)");
     const char* why = nullptr;
     for_each_mapped_tensor(p, [&](const MappedTensor& t, int heads, uint32_t) {
       if (why == nullptr) why = tma_layout_problem(p.tensor(t.id), heads);

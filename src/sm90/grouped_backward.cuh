@@ -51,9 +51,19 @@ struct GroupedBackwardConfig {
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kBackward, D)>;  // the host's maps write this
   static constexpr int kChunkCols = Layout::kChunkColumns;
   static constexpr int kChunks = D / kChunkCols;
-  static constexpr int kCols = D / kConsumers;  // output columns per consumer
+  // How the consumers share the work: at D = 128 by output columns, 64 + 64,
+  // every consumer on every head; at D = 64 by heads, consumer c taking heads
+  // g = c, c + 2, ... with all 64 columns (a 32-column half would begin inside
+  // a 128-byte swizzled row, which a wgmma B descriptor cannot address; and
+  // the softmax, which both consumers repeat in the column split, weighs
+  // twice as much per byte at D = 64). Consumer 1's partial dK and dV join
+  // consumer 0's through shared memory at the unit's end, in a fixed order.
+  static constexpr bool kAlternateHeads = D == 64;
+  static constexpr int kCols = kAlternateHeads ? D : D / kConsumers;  // output columns a consumer owns
   static_assert(grouped_backward_kernel(D, kRows, false) && kCols == kChunkCols,
-                "one 64-column chunk of output per consumer, staged like a P tile");
+                "one 64-column chunk of each output a consumer owns, staged like a P tile");
+  // Warps that release a head's ring slots: its owner's, or every consumer's.
+  static constexpr int kHeadReleasers = kAlternateHeads ? 4 : 4 * kConsumers;
   using ProbLayout = tile::SwizzledRows<kRows>;  // = one chunk of Layout
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kSlotBytes = kChunks * kChunkBytes;  // one tensor of a tile
@@ -63,8 +73,10 @@ struct GroupedBackwardConfig {
   static constexpr int kKvPairs = 2;
   static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
   static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
-  static constexpr int kScratchBytes = kKvBytes + kProbBytes + 64;
-  // 8 slots at D = 128: the Q and dO of four heads.
+  // Consumer 1's fp32 dK and dV, [register][thread], with alternating heads.
+  static constexpr int kExchangeBytes = kAlternateHeads ? 2 * kCols / 2 * 128 * 4 : 0;
+  static constexpr int kScratchBytes = kKvBytes + kProbBytes + kExchangeBytes + 64;
+  // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
   static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
@@ -78,6 +90,9 @@ struct GroupedBackwardSmem {
   Ring ring;
   unsigned char* kv;     // kKvPairs x (K, V)
   unsigned char* probs_base;
+  float* exchange;       // Cfg::kExchangeBytes
+  Barrier* exchange_full;  // consumer 1's 128 threads have written their sums
+  Barrier* exchange_free;  // consumer 0's 128 threads have read them
   Barrier* kv_full;      // [kKvPairs]
   Barrier* kv_empty;     // [kKvPairs]
 
@@ -85,8 +100,11 @@ struct GroupedBackwardSmem {
     ring.base = tile::align_shared_1024(raw);
     kv = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
     probs_base = kv + Cfg::kKvBytes;
-    kv_full = reinterpret_cast<Barrier*>(probs_base + Cfg::kProbBytes);
+    exchange = reinterpret_cast<float*>(probs_base + Cfg::kProbBytes);
+    kv_full = reinterpret_cast<Barrier*>(probs_base + Cfg::kProbBytes + Cfg::kExchangeBytes);
     kv_empty = kv_full + Cfg::kKvPairs;
+    exchange_full = kv_empty + Cfg::kKvPairs;
+    exchange_free = exchange_full + 1;
     ring.full = reinterpret_cast<Barrier*>(kv + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
   }
@@ -101,8 +119,27 @@ struct GroupedBackwardSmem {
   }
 };
 
-// One unit: the group's heads in order, then dK and dV. `first` is the
-// unit's first tensor in the ring's stream.
+// Each consumer's named barrier (0 is __syncthreads, kConsumersBarrier both
+// consumers').
+constexpr uint32_t kOwnBarrier0 = 2;
+
+// Adds consumer 1's partial sums to consumer 0's (kAlternateHeads): thread t
+// of either consumer holds the same fragment positions, so the exchange is
+// laid out [register][thread], each access a conflict-free row of words.
+template <int kN>
+__device__ __forceinline__ void exchange_partial(float* exchange, tile::Accumulator<kN>& acc, int consumer, int tid) {
+  float(&r)[kN / 2] = acc.regs();
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) {
+    if (consumer == 1)
+      exchange[i * 128 + tid] = r[i];
+    else
+      r[i] += exchange[i * 128 + tid];
+  }
+}
+
+// One unit: the group's heads in order (or this consumer's alternate ones),
+// then dK and dV. `first` is the unit's first tensor in the ring's stream.
 template <typename T, int D, typename Hooks>
 __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hooks& hooks,
                                                       const GroupedBackwardSmem<T, D>& sm, const tile::TileCoords& unit,
@@ -112,16 +149,17 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   using ProbLayout = typename Cfg::ProbLayout;
   using Ring = typename GroupedBackwardSmem<T, D>::Ring;
   constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
+  constexpr bool kAlternate = Cfg::kAlternateHeads;
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every unit (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
   const int consumer_tid = opaque_thread_index<Cfg::kConsumers * 128>(128);  // over both consumers
-  const int lane = consumer_tid % 32;
-  const int row0 = consumer_tid % 128 / 32 * 16;  // the warp's query rows and key rows
-  const uint32_t own_barrier = 2 + consumer;      // this consumer's warps
+  const int tid = consumer_tid % 128, lane = consumer_tid % 32;
+  const int row0 = tid / 32 * 16;  // the warp's query rows and key rows
+  const uint32_t own_barrier = kOwnBarrier0 + consumer;
   const int valid = unit.block.row_count;
-  const int col0 = consumer * kCols;
-  const uint32_t own_chunk = consumer * Cfg::kChunkBytes;  // this consumer's columns in a tile
+  const int col0 = kAlternate ? 0 : consumer * kCols;
+  const uint32_t own_chunk = kAlternate ? 0 : consumer * Cfg::kChunkBytes;  // its columns in a tile
   T* const probs = sm.probs(consumer);
   T* const dscores = probs + kRows * kRows;
   const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
@@ -137,30 +175,39 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   };
 
   kv.full->wait(kv.phase);
-  tile::Accumulator<kCols> dk, dv;  // this consumer's columns, summed over the group
+  if (valid < kRows) {  // every product must see zeros past the block end: K and V once per unit
+    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.k), valid, consumer_tid);
+    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.v), valid, consumer_tid);
+    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+  }
+  tile::Accumulator<kCols> dk, dv;  // this consumer's columns (or heads), summed over the group
 #pragma unroll 1
   for (int g = 0; g < p.attn.group_size; ++g) {
     const TileTensors<Ring> in{sm.ring, first + kHeadTensors * g};
+    in.wait(kHeadDout);  // every consumer waits for every tensor in stream order (tensor_ring.cuh)
+    in.wait(kHeadQ);
+    if (kAlternate && (g & 1) != consumer) continue;  // the other consumer's head, and its release
+    const bool accumulate = g >= (kAlternate ? 2 : 1);  // past this consumer's first head
     tile::TileCoords t = unit;
     t.q_head = unit.q_head + g;
-    in.wait(kHeadDout);
-    in.wait(kHeadQ);
     T* const q = in.template data<T>(kHeadQ);
     T* const dout = in.template data<T>(kHeadDout);
     const uint32_t q_addr = tile::smem_u32(q), dout_addr = tile::smem_u32(dout);
-    if (valid < kRows) {  // every product must see zeros past the block end; K and V once per unit
-      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(q, valid, consumer_tid);
-      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(dout, valid, consumer_tid);
-      if (g == 0) {
-        tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.k), valid, consumer_tid);
-        tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.v), valid, consumer_tid);
-      }
-      fence_async_shared();  // generic writes, read next by wgmma (async proxy)
-      named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+    if (valid < kRows) {  // this head's Q and dO, by the warps that read them
+      constexpr int kZeroThreads = kAlternate ? 128 : Cfg::kConsumerThreads;
+      const int zero_tid = kAlternate ? tid : consumer_tid;
+      tile::zero_rows_from<Layout, kRows, D, kZeroThreads>(q, valid, zero_tid);
+      tile::zero_rows_from<Layout, kRows, D, kZeroThreads>(dout, valid, zero_tid);
+      fence_async_shared();
+      if constexpr (kAlternate)
+        named_barrier_sync(own_barrier, 128);
+      else
+        named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
     }
 
-    // S = Q K^T and dP = dO V^T over all 64 rows, in both consumers, in two
-    // groups: the exponentials of S run while dP's product does.
+    // S = Q K^T and dP = dO V^T over all 64 rows, in two groups: the
+    // exponentials of S run while dP's product does.
     tile::Accumulator<kRows> s, ds;
     wgmma_fence();
 #pragma unroll
@@ -190,14 +237,14 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     // its P rows, or the next head's P and dS.
     named_barrier_sync(own_barrier, 128);
 
-    // dQ_c = dS K_c, then dV_c += P^T dO_c and dK_c += dS^T Q_c: dQ leaves
-    // while the other two products run.
+    // dQ = dS K, then dV += P^T dO and dK += dS^T Q (this consumer's
+    // columns): dQ leaves while the other two products run.
     tile::Accumulator<kCols> dq;
     wgmma_fence();
     issue_rs_product<T, kCols, Layout>(dq, ds_rows, k_addr + own_chunk, false);
     wgmma_commit();
-    issue_rs_product<T, kCols, Layout>(dv, p_keys, dout_addr + own_chunk, g > 0);
-    issue_rs_product<T, kCols, Layout>(dk, ds_keys, q_addr + own_chunk, g > 0);
+    issue_rs_product<T, kCols, Layout>(dv, p_keys, dout_addr + own_chunk, accumulate);
+    issue_rs_product<T, kCols, Layout>(dk, ds_keys, q_addr + own_chunk, accumulate);
     wgmma_commit();
     wgmma_wait<1>();
     fence_rs_product(dq, ds_rows);
@@ -209,6 +256,24 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     in.release(kHeadQ, lane);
   }
   release_stage(*kv.empty, lane);  // the last products that read K and V are done
+  if constexpr (kAlternate) {
+    // Consumer 1 hands its sums over (once consumer 0 has read the unit
+    // before's) and goes on; consumer 0 adds them once they are all there.
+    // mbarriers, one phase per unit (u: the unit's place in the CTA's walk),
+    // whose arrive and wait order the exchange's writes and reads.
+    const auto turn = RingSlot<1>::of(first / (kHeadTensors * p.attn.group_size));
+    if (consumer == 1) {
+      sm.exchange_free->wait(turn.empty_parity());
+      exchange_partial(sm.exchange, dv, 1, tid);
+      exchange_partial(sm.exchange + kCols / 2 * 128, dk, 1, tid);
+      sm.exchange_full->arrive();
+      return;
+    }
+    sm.exchange_full->wait(turn.full_parity());
+    exchange_partial(sm.exchange, dv, 0, tid);
+    exchange_partial(sm.exchange + kCols / 2 * 128, dk, 0, tid);
+    sm.exchange_free->arrive();
+  }
   write(dv, one, p.dv, unit.kv_head);
   write(dk, scale, p.dk, unit.kv_head);
 }
@@ -222,6 +287,10 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const GroupedBackwardSmem<T, D> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
+  if (threadIdx.x == 0) {  // visible to all once run_grouped_ring's barrier inits are
+    sm.exchange_full->init(128);
+    sm.exchange_free->init(128);
+  }
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
   run_grouped_ring<Cfg>(
       sm, p.attn.schedule.block_count() * num_kv_heads, p.attn.group_size,

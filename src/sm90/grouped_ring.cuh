@@ -40,7 +40,7 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kSlots; ++s) {
       sm.ring.full[s].init(1);
-      sm.ring.empty[s].init(4 * Cfg::kConsumers);  // every warp of every consumer reads every tensor
+      sm.ring.empty[s].init(Cfg::kHeadReleasers);  // the warps that read a head's tensors
     }
     for (int s = 0; s < Cfg::kKvPairs; ++s) {
       sm.kv_full[s].init(1);

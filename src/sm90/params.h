@@ -43,14 +43,12 @@ constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 
 // Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
 // which this backend runs wherever num_q_heads != num_kv_heads; other grouped
-// backwards are refused here and run on kPortable. D = 128 at 64-token
-// blocks: one 64-column chunk of output per consumer. Not with rotary, whose
-// transpose rotation pairs columns j and j + r/2 across the two consumers'
-// halves. Not at D = 64, where the outputs split by tensor measured 62% of
-// copy at mqa-d64-h8x1 against the portable kernel's 77% (docs/perf.md, "An
-// sm_90 backward for grouped-query attention").
+// backwards are refused here and run on kPortable. D = 64 and 128 at
+// 64-token blocks: each output a consumer owns is one 64-column chunk. Not
+// with rotary, whose transpose rotation at D = 128 pairs columns j and
+// j + r/2 across the two consumers' halves.
 constexpr bool grouped_backward_kernel(int head_dim, int block_size, bool rotary) {
-  return head_dim == 128 && block_size == 64 && !rotary;
+  return (head_dim == 64 || head_dim == 128) && block_size == 64 && !rotary;
 }
 
 struct Params {

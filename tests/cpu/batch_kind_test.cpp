@@ -68,8 +68,9 @@ TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
   EXPECT_TRUE(core::automatic_for(*portable, p, kH100));
 }
 
-// That row is `short-or-fast-memory`: on a device whose memory peaks at
-// 4 TB/s or more it is kAuto's for every batch, long ones included.
+// That row is `short-grouped-or-fast-memory`: on a device whose memory peaks
+// at 4 TB/s or more it is kAuto's for every batch, long ones included; on
+// an H100 for short batches and grouped-query heads.
 TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
   core::Problem p = batch(1629975, 1152, 64);  // headline: long
   p.operation = Operation::kBackward;
@@ -81,6 +82,10 @@ TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
   EXPECT_TRUE(core::automatic_for(*row, p, kH200));
   EXPECT_TRUE(core::automatic_for(*row, p, core::DeviceTraits{core::kFastMemoryGBps}));
   EXPECT_FALSE(core::automatic_for(*row, p, core::DeviceTraits{core::kFastMemoryGBps - 1}));
+  p.shape.num_q_heads = 8;  // mqa-d64-h8x1: the row's grouped kernel
+  p.shape.num_kv_heads = 1;
+  EXPECT_TRUE(core::automatic_for(*row, p, kH100));
+  p.shape.num_q_heads = p.shape.num_kv_heads = 8;
   p.shape.total_tokens = 643355;  // tail-d64: short
   p.shape.num_seqs = 20000;
   EXPECT_TRUE(core::automatic_for(*row, p, kH100));

@@ -299,8 +299,8 @@ def test_backend_queries(monkeypatch):
     assert bwd in ("hopper", "portable")
     gqa_dim = max(ops.SUPPORTED_HEAD_DIMS)
     gqa = make_batch([3, 70], 8, 2, gqa_dim)
-    # The sm_90 grouped-query backward is built at head dim 128 (64-token blocks).
-    assert blockattn.backward_backend(*gqa) == ("hopper" if major == 9 and gqa_dim == 128 else "portable")
+    # The sm_90 grouped-query backward is built at head dims 64 and 128 (64-token blocks).
+    assert blockattn.backward_backend(*gqa) == ("hopper" if major == 9 and gqa_dim in (64, 128) else "portable")
     monkeypatch.setenv("BLOCKATTN_FORCE_PORTABLE", "1")
     assert blockattn.forward_backend(q, k, v, offsets) == "portable"
     assert blockattn.backward_backend(q, k, v, offsets) == "portable"
