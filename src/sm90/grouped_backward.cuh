@@ -1,5 +1,5 @@
-// sm90 backward for grouped-query attention (Hq = G Hkv, G > 1) at D = 128,
-// 64-token blocks: a unit of work is one block of one KV head with the G query
+// sm90 backward for grouped-query attention (Hq = G Hkv, G > 1) at D = 64 and
+// 128, 64-token blocks: a unit of work is one block of one KV head with the G query
 // heads that read it, in one CTA, so dK and dV are summed over the group in
 // registers, in a fixed head order: deterministic, no atomics
 // (docs/design/sm90_grouped_backward.md has the plan and the arithmetic).
@@ -12,8 +12,8 @@
 // points slower: docs/perf.md, "An sm_90 backward for grouped-query
 // attention".)
 //
-// Tile op: the output columns split between the consumer warpgroups, 64 + 64.
-// Per head, each consumer computes S = Q K^T, dP = dO V^T and the softmax for
+// Tile op at D = 128: the output columns split between the consumer
+// warpgroups, 64 + 64. Per head, each consumer computes S = Q K^T, dP = dO V^T and the softmax for
 // all 64 rows (twice rather than exchanged: the consumers then share no
 // barrier but at partial blocks, and drift apart, one's softmax under the
 // other's products), stages P and dS in tiles of its own and reads them back
@@ -24,9 +24,15 @@
 // Warp w of a consumer owns rows 16w .. + 16 (of queries and of keys), so
 // every staged row is written and stored by one warp.
 //
-// Registers per consumer thread: dK_c + dV_c 64 across the group, S + dP 64,
-// dQ_c 32, the A operands (dS rows, P^T, dS^T) 48: at most 144 live beside
-// addresses, within setmaxnreg's 232.
+// Tile op at D = 64 (GroupedBackwardConfig::kAlternateHeads): consumer c
+// takes heads c, c + 2, ..., each with all 64 columns (S, dP and the softmax
+// once per head), and consumer 1's sums join consumer 0's through shared
+// memory at the unit's end, in that fixed order.
+//
+// Registers per consumer thread: dK + dV 64 across the group (their column
+// halves at D = 128, whole at 64), S + dP 64, dQ 32, the A operands (dS rows,
+// P^T, dS^T) 48: at most 144 live beside addresses, within the 168 that
+// ptxas allocates at 384 threads (no spills at either head dim).
 #pragma once
 
 #include "common/opaque.cuh"
