@@ -271,8 +271,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
 // grouped-query kernel as their `Grouped` variant.
 namespace blockattn {
 namespace sm90 {
-template <typename T, int D, int B, core::Fusion F,
-          bool = grouped_backward_kernel(D, B, F == core::Fusion::kRotary)>
+template <typename T, int D, int B, core::Fusion F, bool = grouped_backward_kernel(D, B, F == core::Fusion::kRotary)>
 struct GroupedBackwardOf {};
 template <typename T, int D, int B, core::Fusion F>
 struct GroupedBackwardOf<T, D, B, F, true> {

@@ -47,7 +47,6 @@
 
 namespace blockattn::sm90 {
 
-
 template <typename T, int D>
 struct GroupedBackwardConfig {
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
@@ -94,13 +93,13 @@ struct GroupedBackwardSmem {
   using Cfg = GroupedBackwardConfig<T, D>;
   using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
   Ring ring;
-  unsigned char* kv;     // kKvPairs x (K, V)
+  unsigned char* kv;  // kKvPairs x (K, V)
   unsigned char* probs_base;
-  float* exchange;       // Cfg::kExchangeBytes
+  float* exchange;         // Cfg::kExchangeBytes
   Barrier* exchange_full;  // consumer 1's 128 threads have written their sums
   Barrier* exchange_free;  // consumer 0's 128 threads have read them
-  Barrier* kv_full;      // [kKvPairs]
-  Barrier* kv_empty;     // [kKvPairs]
+  Barrier* kv_full;        // [kKvPairs]
+  Barrier* kv_empty;       // [kKvPairs]
 
   __device__ explicit GroupedBackwardSmem(unsigned char* raw) {
     ring.base = tile::align_shared_1024(raw);
@@ -174,9 +173,8 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   // free for the warp's next writes there.
   auto write = [&](const tile::Accumulator<kCols>& acc, const tile::RowScale& factor, const TensorView& out,
                    int head) BLOCKATTN_INLINE {
-    tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(acc, factor, probs, row0,
-                                                            tile::head_rows_out<T>(out, unit.block, head) + col0,
-                                                            out.token_stride, valid, lane);
+    tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(
+        acc, factor, probs, row0, tile::head_rows_out<T>(out, unit.block, head) + col0, out.token_stride, valid, lane);
     __syncwarp();
   };
 
@@ -193,7 +191,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     const TileTensors<Ring> in{sm.ring, first + kHeadTensors * g};
     in.wait(kHeadDout);  // every consumer waits for every tensor in stream order (tensor_ring.cuh)
     in.wait(kHeadQ);
-    if (kAlternate && (g & 1) != consumer) continue;  // the other consumer's head, and its release
+    if (kAlternate && (g & 1) != consumer) continue;    // the other consumer's head, and its release
     const bool accumulate = g >= (kAlternate ? 2 : 1);  // past this consumer's first head
     tile::TileCoords t = unit;
     t.q_head = unit.q_head + g;
@@ -311,9 +309,8 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D>::kThreads, 1)
                                                                 : TmaTile{&p.q_map, head, slot}};
         load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
       },
-      [&](const tile::TileCoords& unit, const KvPair& kv, int first, int consumer) BLOCKATTN_INLINE {
-        grouped_backward_unit<T, D>(p, hooks, sm, unit, kv, first, consumer);
-      });
+      [&](const tile::TileCoords& unit, const KvPair& kv, int first, int consumer)
+          BLOCKATTN_INLINE { grouped_backward_unit<T, D>(p, hooks, sm, unit, kv, first, consumer); });
 }
 
 }  // namespace blockattn::sm90
