@@ -1105,7 +1105,7 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
 
   // The backward follows the same rule for head_dim 128, grouped-query
   // attention included; kAuto keeps the portable backward at head_dim 64
-  // (but for short sequences, and on fast memory).
+  // (but for short sequences, grouped heads, and on fast memory).
   DeviceBuffer<__nv_bfloat16> grads(3 * 1000 * 2 * 64);
   BackwardArgs b =
       backward_args(a, make_layout(1000, 2, 64, LayoutKind::kPacked), make_layout(1000, 2, 64, LayoutKind::kPacked),
@@ -1119,6 +1119,12 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   ASSERT_TRUE(backward_backend(b, &chosen).ok());
   EXPECT_EQ(chosen, expected);
   b.shape.num_seqs = 3;
+  // ... and for grouped query heads, which its grouped kernel serves
+  // (sm90/grouped_backward.cuh): 2 query heads on 1 KV head.
+  b.shape.num_kv_heads = 1;
+  ASSERT_TRUE(backward_backend(b, &chosen).ok());
+  EXPECT_EQ(chosen, expected);
+  b.shape.num_kv_heads = 2;
   // Named, the sm_90 backward at head_dim 64 runs for any batch where it was
   // built (a `short` row, in every build that has head_dim 64), and is
   // refused elsewhere.
