@@ -69,7 +69,7 @@ class Sm90Backend final : public core::KernelBackend {
   Status supports(const Problem& p) const override {
     BLOCKATTN_RETURN_IF_ERROR(core::require_exact_compute_capability(90, "backend kHopper"));
     if (find_entry(kKernels, p) == nullptr) return core::no_kernel("backend kHopper", p);
-    if (kernel_variant(p).grouped_backward &&
+    if (grouped_backward(p) &&
         !grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary))
       return core::unsupported(
           "backend kHopper's backward supports num_q_heads != num_kv_heads at head_dim 64 and 128 with block_size 64 "
@@ -112,7 +112,7 @@ class Sm90Backend final : public core::KernelBackend {
     params.attn = attention_params(p, s);
     // Tiles are (block, query head), but for the grouped backward's units (block, KV head).
     const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
-                              (kernel_variant(p).grouped_backward ? p.shape.num_kv_heads : p.shape.num_q_heads);
+                              (grouped_backward(p) ? p.shape.num_kv_heads : p.shape.num_q_heads);
     return launch_persistent(*kernel, p, params, max_tiles, stream, "launching the kHopper kernel");
   }
 };

@@ -74,7 +74,8 @@ struct GroupedBackwardConfig {
   static constexpr int kSlotBytes = kChunks * kChunkBytes;  // one tensor of a tile
   static constexpr int kProbTileBytes = kRows * kRows * 2;  // P or dS
   // Two K/V pairs (a unit's K and V, the next unit's landing in the other),
-  // each consumer's P and dS tiles, the pairs' barriers (2 x 2 x 8 bytes).
+  // each consumer's P and dS tiles, the exchange below, and 64 bytes of
+  // barriers: the pairs' full and empty, the exchange's full and free.
   static constexpr int kKvPairs = 2;
   static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
   static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
@@ -113,6 +114,18 @@ struct GroupedBackwardSmem {
     ring.full = reinterpret_cast<Barrier*>(kv + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
   }
+  __device__ void init_barriers() const {  // run_grouped_ring's thread 0
+    for (int s = 0; s < Cfg::kSlots; ++s) {
+      ring.full[s].init(1);
+      ring.empty[s].init(Cfg::kHeadReleasers);  // the warps that read a head's tensors
+    }
+    for (int s = 0; s < Cfg::kKvPairs; ++s) {
+      kv_full[s].init(1);
+      kv_empty[s].init(4 * Cfg::kConsumers);
+    }
+    exchange_full->init(128);
+    exchange_free->init(128);
+  }
   __device__ KvPair pair(int unit_in_stream) const {
     const auto slot = RingSlot<Cfg::kKvPairs>::of(unit_in_stream);
     unsigned char* k = kv + slot.stage * 2 * Cfg::kSlotBytes;
@@ -128,27 +141,29 @@ struct GroupedBackwardSmem {
 // consumers').
 constexpr uint32_t kOwnBarrier0 = 2;
 
-// Adds consumer 1's partial sums to consumer 0's (kAlternateHeads): thread t
-// of either consumer holds the same fragment positions, so the exchange is
-// laid out [register][thread], each access a conflict-free row of words.
+// Consumer 1's partial sums to consumer 0 (kAlternateHeads): thread t of
+// either consumer holds the same fragment positions, so the exchange is laid
+// out [register][thread], each access a conflict-free row of words.
 template <int kN>
-__device__ __forceinline__ void exchange_partial(float* exchange, tile::Accumulator<kN>& acc, int consumer, int tid) {
-  float(&r)[kN / 2] = acc.regs();
+__device__ __forceinline__ void hand_over(float* exchange, tile::Accumulator<kN>& acc, int tid) {
 #pragma unroll
-  for (int i = 0; i < kN / 2; ++i) {
-    if (consumer == 1)
-      exchange[i * 128 + tid] = r[i];
-    else
-      r[i] += exchange[i * 128 + tid];
-  }
+  for (int i = 0; i < kN / 2; ++i)
+    exchange[i * 128 + tid] = acc.regs()[i];
+}
+template <int kN>
+__device__ __forceinline__ void add_handed_over(const float* exchange, tile::Accumulator<kN>& acc, int tid) {
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i)
+    acc.regs()[i] += exchange[i * 128 + tid];
 }
 
-// One unit: the group's heads in order (or this consumer's alternate ones),
-// then dK and dV. `first` is the unit's first tensor in the ring's stream.
+// One unit, the CTA's u-th: the group's heads in order (or this consumer's
+// alternate ones), then dK and dV. `first` is the unit's first tensor in the
+// ring's stream.
 template <typename T, int D, typename Hooks>
 __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hooks& hooks,
                                                       const GroupedBackwardSmem<T, D>& sm, const tile::TileCoords& unit,
-                                                      const KvPair& kv, int first, int consumer) {
+                                                      int u, int first, int consumer) {
   using Cfg = GroupedBackwardConfig<T, D>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
@@ -163,6 +178,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   const int row0 = tid / 32 * 16;  // the warp's query rows and key rows
   const uint32_t own_barrier = kOwnBarrier0 + consumer;
   const int valid = unit.block.row_count;
+  const KvPair kv = sm.pair(u);
   const int col0 = kAlternate ? 0 : consumer * kCols;
   const uint32_t own_chunk = kAlternate ? 0 : consumer * Cfg::kChunkBytes;  // its columns in a tile
   T* const probs = sm.probs(consumer);
@@ -263,19 +279,21 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   if constexpr (kAlternate) {
     // Consumer 1 hands its sums over (once consumer 0 has read the unit
     // before's) and goes on; consumer 0 adds them once they are all there.
-    // mbarriers, one phase per unit (u: the unit's place in the CTA's walk),
-    // whose arrive and wait order the exchange's writes and reads.
-    const auto turn = RingSlot<1>::of(first / (kHeadTensors * p.attn.group_size));
+    // mbarriers, one phase per unit, whose arrive and wait order the
+    // exchange's writes and reads.
+    const auto turn = RingSlot<1>::of(u);
+    float* const dv_sums = sm.exchange;
+    float* const dk_sums = sm.exchange + kCols / 2 * 128;
     if (consumer == 1) {
       sm.exchange_free->wait(turn.empty_parity());
-      exchange_partial(sm.exchange, dv, 1, tid);
-      exchange_partial(sm.exchange + kCols / 2 * 128, dk, 1, tid);
+      hand_over(dv_sums, dv, tid);
+      hand_over(dk_sums, dk, tid);
       sm.exchange_full->arrive();
       return;
     }
     sm.exchange_full->wait(turn.full_parity());
-    exchange_partial(sm.exchange, dv, 0, tid);
-    exchange_partial(sm.exchange + kCols / 2 * 128, dk, 0, tid);
+    add_handed_over(dv_sums, dv, tid);
+    add_handed_over(dk_sums, dk, tid);
     sm.exchange_free->arrive();
   }
   write(dv, one, p.dv, unit.kv_head);
@@ -291,10 +309,6 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const GroupedBackwardSmem<T, D> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
-  if (threadIdx.x == 0) {  // visible to all once run_grouped_ring's barrier inits are
-    sm.exchange_full->init(128);
-    sm.exchange_free->init(128);
-  }
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
   run_grouped_ring<Cfg>(
       sm, p.attn.schedule.block_count() * num_kv_heads, p.attn.group_size,
@@ -309,8 +323,8 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D>::kThreads, 1)
                                                                 : TmaTile{&p.q_map, head, slot}};
         load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
       },
-      [&](const tile::TileCoords& unit, const KvPair& kv, int first, int consumer)
-          BLOCKATTN_INLINE { grouped_backward_unit<T, D>(p, hooks, sm, unit, kv, first, consumer); });
+      [&](const tile::TileCoords& unit, int u, int first, int consumer)
+          BLOCKATTN_INLINE { grouped_backward_unit<T, D>(p, hooks, sm, unit, u, first, consumer); });
 }
 
 }  // namespace blockattn::sm90

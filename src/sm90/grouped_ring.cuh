@@ -30,22 +30,16 @@ struct KvPair {
 // The whole frame for `num_units` units (unit = blockIdx.x + i * gridDim.x)
 // of `group_size` heads: the producer runs load_kv(coords, pair) once per
 // unit and load_head(coords, n, slot, full_barrier) for tensor n % 2 of head
-// n / 2; every consumer warpgroup c runs op(coords, pair, first, c), `first`
-// being the unit's first tensor in the ring's stream. `Smem` has the ring,
-// the pairs' barriers (kv_full, kv_empty) and pair(u). Empty entries of the
-// tiles table take nothing, on both sides alike.
+// n / 2; every consumer warpgroup c runs op(coords, u, first, c) for the
+// CTA's u-th unit, `first` being its first tensor in the ring's stream.
+// `Smem` has the ring, pair(u) and init_barriers() (thread 0, before the
+// roles split: the ring's, the pairs' and any of the unit op's own). Empty
+// entries of the tiles table take nothing, on both sides alike.
 template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp>
 __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, int group_size, CoordsOf&& coords_of,
                                                  LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op) {
   if (threadIdx.x == 0) {
-    for (int s = 0; s < Cfg::kSlots; ++s) {
-      sm.ring.full[s].init(1);
-      sm.ring.empty[s].init(Cfg::kHeadReleasers);  // the warps that read a head's tensors
-    }
-    for (int s = 0; s < Cfg::kKvPairs; ++s) {
-      sm.kv_full[s].init(1);
-      sm.kv_empty[s].init(4 * Cfg::kConsumers);
-    }
+    sm.init_barriers();
     fence_barrier_init();
   }
   __syncthreads();
@@ -73,7 +67,7 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
         for (int unit = blockIdx.x; unit < num_units; unit += gridDim.x) {
           const auto coords = coords_of(unit);
           if (coords.block.row_count == 0) continue;
-          op(coords, sm.pair(u++), first, consumer);
+          op(coords, u++, first, consumer);
           first += kHeadTensors * group_size;
         }
       });
