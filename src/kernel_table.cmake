@@ -16,8 +16,9 @@
 #                      device whose memory peak is at least
 #                      core::kFastMemoryGBps (an H200, not an H100), where it
 #                      measured faster
-#              short-grouped-or-fast-memory: as short-or-fast-memory, and
-#                      for grouped-query backwards (num_q_heads !=
+#              except-long-mha-on-slow-memory: as short-or-fast-memory, and
+#                      for batches of a few blocks per sequence and
+#                      grouped-query backwards (num_q_heads !=
 #                      num_kv_heads), which the row's grouped kernel serves
 #              manual: only when asked for by name (another backend measured
 #                      faster on the same problem; docs/perf.md), and built
@@ -42,8 +43,10 @@ set(BLOCKATTN_KERNEL_TABLE
   # H100 headline-d64 reads 83.3-84.2% against sm80's 85.9-86.0%, on an H200
   # 85.9-86.6% against 72.6-72.7% (docs/perf.md, "kAuto by memory peak").
   # Grouped-query heads run its grouped kernel (sm90/grouped_backward.cuh):
-  # mqa-d64-h8x1 87.5-95.4% against sm80's 73.2-77.0% (H100).
-  "sm90     backward   64        64          bf16,fp16  none         short-grouped-or-fast-memory"
+  # mqa-d64-h8x1 87.5-95.4% against sm80's 73.2-77.0% (H100); so do
+  # batches of a few blocks per sequence (BatchKind::kFewBlocks), a group of
+  # one: sweep-d64-L256-f0.5 86.7-87.4% against sm80's 81.1-81.5%.
+  "sm90     backward   64        64          bf16,fp16  none         except-long-mha-on-slow-memory"
   "sm90     backward   64        64          bf16,fp16  rotary       auto"    # 6.16 vs sm80's 7.77 ms (docs/perf.md, "Build time")
   "sm90     backward   128       64          bf16,fp16  none,rotary  auto"    # rotary: 6.95 vs sm80's 7.73 ms
   "sm90     backward   32        64          bf16,fp16  none         auto"    # 93% of copy (exact 32-column boxes) vs sm80's 64.7%

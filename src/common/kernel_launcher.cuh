@@ -33,9 +33,10 @@ struct KernelLauncher {
 // The kernel of one table row: each backend's kernel headers specialize
 // KernelOf<their Params, Op, T, D, B, F> with the kernel function (`kernel`)
 // and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add
-// nested variants with the same two members: `ShortSequences`, the row's
-// kernel for BatchKind::kShort (core/batch_kind.h), and `Grouped`, its
-// kernel for a backward with grouped query heads (KernelVariant).
+// nested variants with the same two members: `ShortSequences` and
+// `FewBlocks`, the row's kernels for BatchKind::kShort and kFewBlocks
+// (core/batch_kind.h), and `Grouped`, its kernel for a backward with grouped
+// query heads (KernelVariant).
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
@@ -48,6 +49,14 @@ struct ShortSequencesOf<Of, std::void_t<typename Of::ShortSequences>> {
   using type = typename Of::ShortSequences;
 };
 template <typename Of, typename = void>
+struct FewBlocksOf {
+  using type = Of;  // no variant: the row's kernel serves batches of a few blocks too
+};
+template <typename Of>
+struct FewBlocksOf<Of, std::void_t<typename Of::FewBlocks>> {
+  using type = typename Of::FewBlocks;
+};
+template <typename Of, typename = void>
 constexpr bool kHasGroupedVariant = false;  // the row's kernel serves grouped heads itself, or its backend refuses them
 template <typename Of>
 constexpr bool kHasGroupedVariant<Of, std::void_t<typename Of::Grouped>> = true;
@@ -56,13 +65,14 @@ template <typename Params, typename Of>
 using LauncherFor = KernelLauncher<Params, Of::kernel, Of::Config::kThreads, Of::Config::kSmemBytes>;
 
 // fn(LauncherFor<the variant's kernel>{}): Grouped where the problem's heads
-// are grouped and the row has it, else ShortSequences for a short batch, else
-// the row's kernel.
+// are grouped and the row has it, else the variant of the batch's kind where
+// the row has one, else the row's kernel.
 template <typename Params, typename Of, typename Fn>
 auto with_variant(KernelVariant variant, Fn&& fn) {
   if constexpr (kHasGroupedVariant<Of>)
     if (variant.grouped_backward) return fn(LauncherFor<Params, typename Of::Grouped>{});
   if (variant.batch == BatchKind::kShort) return fn(LauncherFor<Params, typename ShortSequencesOf<Of>::type>{});
+  if (variant.batch == BatchKind::kFewBlocks) return fn(LauncherFor<Params, typename FewBlocksOf<Of>::type>{});
   return fn(LauncherFor<Params, Of>{});
 }
 

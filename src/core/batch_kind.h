@@ -1,10 +1,11 @@
-// Batches of short sequences: those whose sequences average under one block,
-// so that most tiles are partial and each tile's latency rather than its bytes
-// bounds a kernel. Two decisions follow it: a table row may carry a second
-// kernel for such batches (KernelOf<...>::ShortSequences,
-// common/kernel_launcher.cuh), and a row may be chosen by kAuto for them only
-// (AutoUse::kShortBatches, core/kernel_table.h). Computed from the shape
-// alone: no look at the offsets, no synchronization.
+// The kind of batch, from the mean sequence length: shorter than a block
+// (most tiles partial, so each tile's latency rather than its bytes bounds a
+// kernel), a few blocks (about one tile in three partial), or longer. Two
+// decisions follow it: a table row may carry other kernels for such batches
+// (KernelOf<...>::ShortSequences and ::FewBlocks,
+// common/kernel_launcher.cuh), and a row may be chosen by kAuto for some
+// kinds only (AutoUse, core/kernel_table.h). Computed from the shape alone:
+// no look at the offsets, no synchronization.
 #pragma once
 
 #include <cstdint>
@@ -13,18 +14,35 @@
 
 namespace blockattn {
 
-enum class BatchKind { kLong, kShort };
+enum class BatchKind { kLong, kFewBlocks, kShort };
+
+// Twice the mean blocks per sequence under which a batch is kFewBlocks, for
+// the problems that have a FewBlocks kernel (0: none). The sm_90 backward
+// at D = 64 and 128 (64-token blocks, no rotary) runs such batches on its
+// grouped kernel's ring, a group of one: measured on the H100 against the
+// per-tile kernels, it leads by 5-8 points of copy bandwidth where sequences
+// average 2.1 blocks (and 2.8 at D = 128), and trails by 2-9 where they
+// average 4 or more (docs/perf.md, "The MHA backward on the grouped kernel's
+// ring, for sequences of a few blocks").
+constexpr int few_blocks_limit_x2(Operation op, int head_dim, int block_size, bool rotary) {
+  if (op != Operation::kBackward || block_size != 64 || rotary) return 0;
+  return head_dim == 64 ? 5 : head_dim == 128 ? 7 : 0;
+}
 
 // A backward whose query heads are grouped (num_q_heads != num_kv_heads):
 // a row may serve it with a kernel of its own (KernelOf<...>::Grouped), and
-// kAuto may take a row for it (AutoUse::kShortGroupedOrFastMemory).
+// kAuto may take a row for it (AutoUse::kExceptLongMhaOnSlowMemory).
 inline bool grouped_backward(const core::Problem& p) {
   return p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads;
 }
 
 inline BatchKind batch_kind(const core::Problem& p) {
-  return p.shape.total_tokens < static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size ? BatchKind::kShort
-                                                                                            : BatchKind::kLong;
+  const int64_t block_tokens = static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size;
+  if (p.shape.total_tokens < block_tokens) return BatchKind::kShort;
+  const int limit =
+      few_blocks_limit_x2(p.operation, p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary);
+  if (2 * p.shape.total_tokens < limit * block_tokens) return BatchKind::kFewBlocks;
+  return BatchKind::kLong;
 }
 
 }  // namespace blockattn

@@ -64,8 +64,8 @@ bool automatic_for(const KernelConfig& row, const Problem& p, const DeviceTraits
       return batch_kind(p) == BatchKind::kShort;
     case AutoUse::kShortBatchesOrFastMemory:
       return batch_kind(p) == BatchKind::kShort || device.memory_peak_gbps >= kFastMemoryGBps;
-    case AutoUse::kShortGroupedOrFastMemory:
-      return batch_kind(p) == BatchKind::kShort || grouped_backward(p) || device.memory_peak_gbps >= kFastMemoryGBps;
+    case AutoUse::kExceptLongMhaOnSlowMemory:
+      return batch_kind(p) != BatchKind::kLong || grouped_backward(p) || device.memory_peak_gbps >= kFastMemoryGBps;
     default:
       return false;
   }

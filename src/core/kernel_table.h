@@ -30,9 +30,9 @@ KernelTable kernel_table();
 
 // When kAuto may take a row (the table's `automatic` column): always, for
 // batches of short sequences only (core/batch_kind.h), for those and for
-// every batch on a device with fast memory, for those and for grouped-query
-// backwards, or never.
-enum class AutoUse { kAlways, kShortBatches, kShortBatchesOrFastMemory, kShortGroupedOrFastMemory, kNever };
+// every batch on a device with fast memory, for every batch but long ones of
+// ungrouped heads on a device with slower memory, or never.
+enum class AutoUse { kAlways, kShortBatches, kShortBatchesOrFastMemory, kExceptLongMhaOnSlowMemory, kNever };
 
 // What kAuto's choice reads of the device: its memory's peak bandwidth in
 // GB/s (core::memory_peak_gbps(); 0 when unknown, read as slow). At or past

@@ -1,11 +1,11 @@
 // sm90 backward kernel: the forward's frame (persistent, warp-specialized TMA
 // pipeline) with the five products of the backward on wgmma.
 //
-// Tiles are (block, head) with Hq == Hkv: grouped-query attention runs on the
-// sm80 backward, whose dK/dV accumulate over the group in registers; here
-// a consumer's 232 registers (setmaxnreg; 152 with the third consumer at
-// D = 64) hold one head's products, and dK/dV living across the group's
-// heads would also need a second ring for the per-head Q and dO tiles.
+// Tiles are (block, head) with Hq == Hkv; a consumer's 232 registers
+// (setmaxnreg; 152 with the third consumer at D = 64) hold one head's
+// products. Grouped-query heads, and at D = 64 and 128 batches of a few
+// blocks per sequence, run on the grouped kernel instead
+// (grouped_backward.cuh: the rows' Grouped and FewBlocks variants below).
 //
 //   loader:  TMA copies of Q, K, V and dO of the tile;
 //   tile op: backward_tile, per consumer warpgroup (warp w owns query rows and
@@ -268,16 +268,24 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
 // consumer warpgroup, except for the widest heads, whose tiles both consumers
 // share by output columns; at 128-token blocks one tile shared by both, by
 // rows. Rows where sm90::grouped_backward_kernel() holds carry the
-// grouped-query kernel as their `Grouped` variant.
+// grouped-query kernel as their `Grouped` variant, and as their `FewBlocks`
+// variant the same kernel with a group of one (at D = 64 its consumers take
+// alternate units).
 namespace blockattn {
 namespace sm90 {
 template <typename T, int D, int B, core::Fusion F, bool = grouped_backward_kernel(D, B, F == core::Fusion::kRotary)>
 struct GroupedBackwardOf {};
 template <typename T, int D, int B, core::Fusion F>
 struct GroupedBackwardOf<T, D, B, F, true> {
+  static_assert(few_blocks_limit_x2(Operation::kBackward, D, B, F == core::Fusion::kRotary) > 0,
+                "core::batch_kind() names the batches of a few blocks that FewBlocks serves");
   struct Grouped {
     using Config = GroupedBackwardConfig<T, D>;
     static constexpr auto kernel = grouped_backward_kernel<T, D, F>;
+  };
+  struct FewBlocks {
+    using Config = GroupedBackwardConfig<T, D, D == 64>;
+    static constexpr auto kernel = grouped_backward_kernel<T, D, F, D == 64>;
   };
 };
 }  // namespace sm90

@@ -3,6 +3,10 @@
 // heads that read it, in one CTA, so dK and dV are summed over the group in
 // registers, in a fixed head order: deterministic, no atomics
 // (docs/design/sm90_grouped_backward.md has the plan and the arithmetic).
+// With a group of one it is also the MHA backward for batches of a few
+// blocks per sequence (BatchKind::kFewBlocks), where it measured 5-8 points
+// of copy bandwidth faster than the per-tile kernels, and slower on longer
+// sequences (docs/perf.md, "The MHA backward on the grouped kernel's ring").
 //
 // Frame: grouped_ring.cuh. A unit's K and V land once in one of two K/V
 // pairs; each head's dO and Q stream through a ring of one-tensor slots. DRAM
@@ -24,10 +28,12 @@
 // Warp w of a consumer owns rows 16w .. + 16 (of queries and of keys), so
 // every staged row is written and stored by one warp.
 //
-// Tile op at D = 64 (GroupedBackwardConfig::kAlternateHeads): consumer c
-// takes heads c, c + 2, ..., each with all 64 columns (S, dP and the softmax
-// once per head), and consumer 1's sums join consumer 0's through shared
-// memory at the unit's end, in that fixed order.
+// Tile op at D = 64 (GroupedSplit::kHeads): consumer c takes heads c, c + 2,
+// ..., each with all 64 columns (S, dP and the softmax once per head), and
+// consumer 1's sums join consumer 0's through shared memory at the unit's
+// end, in that fixed order. With a group of one at D = 64
+// (GroupedSplit::kUnits), consumer c takes the CTA's units c, c + 2, ...
+// whole, each with two K/V pairs of its own.
 //
 // Registers per consumer thread: dK + dV 64 across the group (their column
 // halves at D = 128, whole at 64), S + dP 64, dQ 32, the A operands (dS rows,
@@ -47,7 +53,14 @@
 
 namespace blockattn::sm90 {
 
-template <typename T, int D>
+// How a unit's work divides between the two consumer warpgroups.
+enum class GroupedSplit {
+  kColumns,  // both on every head, each on its 64 output columns (D = 128)
+  kHeads,    // alternate heads, every column; sums joined at the unit's end (D = 64)
+  kUnits,    // alternate units, each whole (a group of one at D = 64: the FewBlocks kernel)
+};
+
+template <typename T, int D, bool kWholeUnits = false>
 struct GroupedBackwardConfig {
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
   static constexpr int kConsumers = 2;
@@ -63,25 +76,33 @@ struct GroupedBackwardConfig {
   // the softmax, which both consumers repeat in the column split, weighs
   // twice as much per byte at D = 64). Consumer 1's partial dK and dV join
   // consumer 0's through shared memory at the unit's end, in a fixed order.
-  static constexpr bool kAlternateHeads = D == 64;
-  static constexpr int kCols = kAlternateHeads ? D : D / kConsumers;  // output columns a consumer owns
+  // With a group of one (MHA), the consumers take alternate units instead,
+  // each whole: no sums to join.
+  static constexpr GroupedSplit kSplit =
+      kWholeUnits ? GroupedSplit::kUnits : (D == 64 ? GroupedSplit::kHeads : GroupedSplit::kColumns);
+  static constexpr bool kAllColumns = kSplit != GroupedSplit::kColumns;  // a consumer owns every output column
+  static constexpr int kCols = kAllColumns ? D : D / kConsumers;         // output columns a consumer owns
   static_assert(grouped_backward_kernel(D, kRows, false) && kCols == kChunkCols,
                 "one 64-column chunk of each output a consumer owns, staged like a P tile");
-  // Warps that release a head's ring slots: its owner's, or every consumer's.
-  static constexpr int kHeadReleasers = kAlternateHeads ? 4 : 4 * kConsumers;
+  // Warps that release a head's ring slots, and a unit's K and V: its
+  // owner's, or every consumer's.
+  static constexpr int kHeadReleasers = kAllColumns ? 4 : 4 * kConsumers;
+  static constexpr int kKvReleasers = kSplit == GroupedSplit::kUnits ? 4 : 4 * kConsumers;
   using ProbLayout = tile::SwizzledRows<kRows>;  // = one chunk of Layout
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kSlotBytes = kChunks * kChunkBytes;  // one tensor of a tile
   static constexpr int kProbTileBytes = kRows * kRows * 2;  // P or dS
-  // Two K/V pairs (a unit's K and V, the next unit's landing in the other),
-  // each consumer's P and dS tiles, the exchange below, and 64 bytes of
-  // barriers: the pairs' full and empty, the exchange's full and free.
-  static constexpr int kKvPairs = 2;
+  // K/V pairs (two: a unit's K and V, the next unit's landing in the other;
+  // with alternate units two per consumer, or its next unit's could not land
+  // while it computes), each consumer's P and dS tiles, the exchange below,
+  // and the barriers: the pairs' full and empty, the exchange's full and free.
+  static constexpr int kKvPairs = kSplit == GroupedSplit::kUnits ? 4 : 2;
+  static constexpr int kBarrierBytes = (2 * kKvPairs + 2) * static_cast<int>(sizeof(Barrier));
   static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
   static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
   // Consumer 1's fp32 dK and dV, [register][thread], with alternating heads.
-  static constexpr int kExchangeBytes = kAlternateHeads ? 2 * kCols / 2 * 128 * 4 : 0;
-  static constexpr int kScratchBytes = kKvBytes + kProbBytes + kExchangeBytes + 64;
+  static constexpr int kExchangeBytes = kSplit == GroupedSplit::kHeads ? 2 * kCols / 2 * 128 * 4 : 0;
+  static constexpr int kScratchBytes = kKvBytes + kProbBytes + kExchangeBytes + kBarrierBytes;
   // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
@@ -89,9 +110,9 @@ struct GroupedBackwardConfig {
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
 
-template <typename T, int D>
+template <typename T, int D, bool kWholeUnits>
 struct GroupedBackwardSmem {
-  using Cfg = GroupedBackwardConfig<T, D>;
+  using Cfg = GroupedBackwardConfig<T, D, kWholeUnits>;
   using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
   Ring ring;
   unsigned char* kv;  // kKvPairs x (K, V)
@@ -121,7 +142,7 @@ struct GroupedBackwardSmem {
     }
     for (int s = 0; s < Cfg::kKvPairs; ++s) {
       kv_full[s].init(1);
-      kv_empty[s].init(4 * Cfg::kConsumers);
+      kv_empty[s].init(Cfg::kKvReleasers);
     }
     exchange_full->init(128);
     exchange_free->init(128);
@@ -160,16 +181,29 @@ __device__ __forceinline__ void add_handed_over(const float* exchange, tile::Acc
 // One unit, the CTA's u-th: the group's heads in order (or this consumer's
 // alternate ones), then dK and dV. `first` is the unit's first tensor in the
 // ring's stream.
-template <typename T, int D, typename Hooks>
+template <typename T, int D, bool kWholeUnits, typename Hooks>
 __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hooks& hooks,
-                                                      const GroupedBackwardSmem<T, D>& sm, const tile::TileCoords& unit,
-                                                      int u, int first, int consumer) {
-  using Cfg = GroupedBackwardConfig<T, D>;
+                                                      const GroupedBackwardSmem<T, D, kWholeUnits>& sm,
+                                                      const tile::TileCoords& unit, int u, int first, int consumer) {
+  using Cfg = GroupedBackwardConfig<T, D, kWholeUnits>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
-  using Ring = typename GroupedBackwardSmem<T, D>::Ring;
+  using Ring = typename GroupedBackwardSmem<T, D, kWholeUnits>::Ring;
   constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
-  constexpr bool kAlternate = Cfg::kAlternateHeads;
+  constexpr bool kAlternate = Cfg::kSplit == GroupedSplit::kHeads;
+  constexpr bool kAllColumns = Cfg::kAllColumns;
+  if constexpr (Cfg::kSplit == GroupedSplit::kUnits) {
+    // The other consumer's unit: its tensors waited for all the same, in
+    // stream order (tensor_ring.cuh). A consumer then runs at most four
+    // units, eight tensors, ahead of the other (the producer waits for the
+    // pair of the unit four before): within one phase of every slot.
+    if ((u & 1) != consumer) {
+      const TileTensors<Ring> in{sm.ring, first};
+      in.wait(kHeadDout);
+      in.wait(kHeadQ);
+      return;
+    }
+  }
   const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
   // Re-read every unit (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
@@ -179,8 +213,8 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   const uint32_t own_barrier = kOwnBarrier0 + consumer;
   const int valid = unit.block.row_count;
   const KvPair kv = sm.pair(u);
-  const int col0 = kAlternate ? 0 : consumer * kCols;
-  const uint32_t own_chunk = kAlternate ? 0 : consumer * Cfg::kChunkBytes;  // its columns in a tile
+  const int col0 = kAllColumns ? 0 : consumer * kCols;
+  const uint32_t own_chunk = kAllColumns ? 0 : consumer * Cfg::kChunkBytes;  // its columns in a tile
   T* const probs = sm.probs(consumer);
   T* const dscores = probs + kRows * kRows;
   const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
@@ -196,10 +230,17 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
 
   kv.full->wait(kv.phase);
   if (valid < kRows) {  // every product must see zeros past the block end: K and V once per unit
-    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.k), valid, consumer_tid);
-    tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.v), valid, consumer_tid);
-    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
-    named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+    if constexpr (Cfg::kSplit == GroupedSplit::kUnits) {  // by the unit's owner
+      tile::zero_rows_from<Layout, kRows, D, 128>(reinterpret_cast<T*>(kv.k), valid, tid);
+      tile::zero_rows_from<Layout, kRows, D, 128>(reinterpret_cast<T*>(kv.v), valid, tid);
+      fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+      named_barrier_sync(own_barrier, 128);
+    } else {  // by both consumers
+      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.k), valid, consumer_tid);
+      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.v), valid, consumer_tid);
+      fence_async_shared();
+      named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+    }
   }
   tile::Accumulator<kCols> dk, dv;  // this consumer's columns (or heads), summed over the group
 #pragma unroll 1
@@ -215,12 +256,12 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     T* const dout = in.template data<T>(kHeadDout);
     const uint32_t q_addr = tile::smem_u32(q), dout_addr = tile::smem_u32(dout);
     if (valid < kRows) {  // this head's Q and dO, by the warps that read them
-      constexpr int kZeroThreads = kAlternate ? 128 : Cfg::kConsumerThreads;
-      const int zero_tid = kAlternate ? tid : consumer_tid;
+      constexpr int kZeroThreads = kAllColumns ? 128 : Cfg::kConsumerThreads;
+      const int zero_tid = kAllColumns ? tid : consumer_tid;
       tile::zero_rows_from<Layout, kRows, D, kZeroThreads>(q, valid, zero_tid);
       tile::zero_rows_from<Layout, kRows, D, kZeroThreads>(dout, valid, zero_tid);
       fence_async_shared();
-      if constexpr (kAlternate)
+      if constexpr (kAllColumns)
         named_barrier_sync(own_barrier, 128);
       else
         named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
@@ -300,14 +341,14 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   write(dk, scale, p.dk, unit.kv_head);
 }
 
-template <typename T, int D, core::Fusion F>
-__global__ void __launch_bounds__(GroupedBackwardConfig<T, D>::kThreads, 1)
+template <typename T, int D, core::Fusion F, bool kWholeUnits = false>
+__global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kWholeUnits>::kThreads, 1)
     grouped_backward_kernel(const __grid_constant__ Params p) {
   static_assert(F == core::Fusion::kNone, "rotary's transpose rotation needs whole rows: grouped_backward_kernel()");
-  using Cfg = GroupedBackwardConfig<T, D>;
+  using Cfg = GroupedBackwardConfig<T, D, kWholeUnits>;
   using Layout = typename Cfg::Layout;
   extern __shared__ unsigned char smem_raw[];
-  const GroupedBackwardSmem<T, D> sm(smem_raw);
+  const GroupedBackwardSmem<T, D, kWholeUnits> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
   run_grouped_ring<Cfg>(
@@ -324,7 +365,7 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D>::kThreads, 1)
         load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
       },
       [&](const tile::TileCoords& unit, int u, int first, int consumer)
-          BLOCKATTN_INLINE { grouped_backward_unit<T, D>(p, hooks, sm, unit, u, first, consumer); });
+          BLOCKATTN_INLINE { grouped_backward_unit<T, D, kWholeUnits>(p, hooks, sm, unit, u, first, consumer); });
 }
 
 }  // namespace blockattn::sm90

@@ -1,7 +1,7 @@
-// The host's rule for batches of short sequences (core/batch_kind.h), which
-// picks a row's short-sequence kernel and the rows kAuto takes for such
-// batches: a batch is short when its sequences average under one block,
-// whatever else its shape is. And the rows kAuto also takes on devices with
+// The host's rule for batches of short sequences and of a few blocks
+// (core/batch_kind.h), which picks a row's kernel for them and the rows kAuto
+// takes for such batches: a batch is short when its sequences average under
+// one block, whatever else its shape is. And the rows kAuto also takes on devices with
 // fast memory (core::DeviceTraits).
 #include <gtest/gtest.h>
 
@@ -37,6 +37,37 @@ TEST(BatchKind, OneBlockOnAverageIsLong) {
   EXPECT_EQ(batch_kind(batch(128 * 10 - 1, 10, 64)), BatchKind::kLong);
 }
 
+// A few blocks per sequence: where a backward row has a FewBlocks kernel (the
+// sm_90 backward at D = 64 and 128, 64-token blocks, no rotary), under 2.5
+// and 3.5 blocks on average; everywhere else such batches are long.
+TEST(BatchKind, FewBlocksWhereABackwardHasTheirKernel) {
+  auto backward = [](int64_t total_tokens, int head_dim) {
+    core::Problem p = batch(total_tokens, 1152, 64);
+    p.operation = Operation::kBackward;
+    p.shape.head_dim = head_dim;
+    return p;
+  };
+  EXPECT_EQ(batch_kind(backward(152135, 64)), BatchKind::kFewBlocks);  // sweep-d64-L256-f0.5: 2.06 blocks
+  EXPECT_EQ(batch_kind(backward(205546, 64)), BatchKind::kLong);       // sweep-d64-L256-f0.7: 2.79
+  EXPECT_EQ(batch_kind(backward(205546, 128)), BatchKind::kFewBlocks);
+  EXPECT_EQ(batch_kind(backward(294912, 128)), BatchKind::kLong);              // sweep-d128-L256-f1.0: 4.0
+  EXPECT_EQ(batch_kind(backward(1152 * 160 - 1, 64)), BatchKind::kFewBlocks);  // the limits are strict
+  EXPECT_EQ(batch_kind(backward(1152 * 160, 64)), BatchKind::kLong);
+  EXPECT_EQ(batch_kind(backward(1152 * 224 - 1, 128)), BatchKind::kFewBlocks);
+  EXPECT_EQ(batch_kind(backward(1152 * 224, 128)), BatchKind::kLong);
+  EXPECT_EQ(batch_kind(backward(1152 * 64 - 1, 64)), BatchKind::kShort);  // short comes first
+  EXPECT_EQ(batch_kind(backward(152135, 96)), BatchKind::kLong);
+  core::Problem p = backward(152135, 64);
+  p.operation = Operation::kForward;
+  EXPECT_EQ(batch_kind(p), BatchKind::kLong);
+  p = backward(152135, 64);
+  p.shape.block_size = 32;  // 4.1 blocks of 32 tokens, and no kernel for them
+  EXPECT_EQ(batch_kind(p), BatchKind::kLong);
+  p = backward(152135, 64);
+  p.rotary.rotary_dim = 64;
+  EXPECT_EQ(batch_kind(p), BatchKind::kLong);
+}
+
 TEST(BatchKind, NoProductOverflow) {
   // 2^31 - 1 sequences of 2^30 tokens would overflow a 32-bit product.
   EXPECT_EQ(batch_kind(batch(int64_t{1} << 40, 2147483647, 1 << 30)), BatchKind::kShort);
@@ -68,9 +99,9 @@ TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
   EXPECT_TRUE(core::automatic_for(*portable, p, kH100));
 }
 
-// That row is `short-grouped-or-fast-memory`: on a device whose memory peaks
+// That row is `except-long-mha-on-slow-memory`: on a device whose memory peaks
 // at 4 TB/s or more it is kAuto's for every batch, long ones included; on
-// an H100 for short batches and grouped-query heads.
+// an H100 for short batches, batches of a few blocks and grouped-query heads.
 TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
   core::Problem p = batch(1629975, 1152, 64);  // headline: long
   p.operation = Operation::kBackward;
@@ -86,6 +117,10 @@ TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
   p.shape.num_kv_heads = 1;
   EXPECT_TRUE(core::automatic_for(*row, p, kH100));
   p.shape.num_q_heads = p.shape.num_kv_heads = 8;
+  p.shape.total_tokens = 152135;  // sweep-d64-L256-f0.5: a few blocks
+  EXPECT_TRUE(core::automatic_for(*row, p, kH100));
+  p.shape.total_tokens = 205546;  // sweep-d64-L256-f0.7: 2.8 blocks, long at D = 64
+  EXPECT_FALSE(core::automatic_for(*row, p, kH100));
   p.shape.total_tokens = 643355;  // tail-d64: short
   p.shape.num_seqs = 20000;
   EXPECT_TRUE(core::automatic_for(*row, p, kH100));

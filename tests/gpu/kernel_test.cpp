@@ -737,6 +737,48 @@ std::vector<Config> malformed_configs() {
 }
 INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets, ::testing::ValuesIn(malformed_configs()), config_name);
 
+// Each kind of batch (core/batch_kind.h) on the kernel it picks in a row:
+// sequences shorter than a block on average (ShortSequences variants), of a
+// few blocks (FewBlocks: the sm_90 backward at D = 64 and 128 runs them on
+// the grouped kernel with a group of one), and longer (the row's kernel).
+// The lengths are drawn around each kind's mean, the block edges included.
+class BatchKinds : public ::testing::TestWithParam<Config> {};
+
+TEST_P(BatchKinds, MatchReference) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng = testing::test_rng();
+  const int b = GetParam().block_size;
+  auto draw = [&](int count, int lo, int hi, std::vector<int32_t> edges) {
+    std::uniform_int_distribution<int32_t> len(lo, hi);
+    for (int i = 0; i < count; ++i)
+      edges.push_back(len(rng));
+    std::shuffle(edges.begin(), edges.end(), rng);
+    return edges;
+  };
+  {
+    SCOPED_TRACE("short: about half a block a sequence");
+    run_case(GetParam(), draw(40, 0, b - 1, {0, 1, b - 1, b}), rng);
+  }
+  {
+    SCOPED_TRACE("a few blocks: about 1.7 a sequence");
+    run_case(GetParam(), draw(24, b + 1, 2 * b + b / 2, {b, b + 1, 2 * b - 1, 2 * b}), rng);
+  }
+  {
+    SCOPED_TRACE("long: about 6 blocks a sequence");
+    run_case(GetParam(), draw(6, 4 * b, 12 * b, {1, b + 1, 8 * b}), rng);
+  }
+}
+std::vector<Config> batch_kind_configs() {
+  std::vector<Config> configs;
+  for (int d : built_head_dims()) {
+    Config mha{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
+    mha.block_size = primary_block_size();
+    configs.push_back(mha);
+  }
+  return configs;
+}
+INSTANTIATE_TEST_SUITE_P(All, BatchKinds, ::testing::ValuesIn(batch_kind_configs()), config_name);
+
 // Differential fuzzing: random shapes (head dims from the kernel table, GQA
 // ratios), layouts, scales, offsets kinds and lengths (the block edges, short,
 // long), both paths, against the fp64 reference. Four shards, so ctest can run
