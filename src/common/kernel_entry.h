@@ -22,7 +22,9 @@ struct KernelVariant {
   BatchKind batch;
   bool grouped_backward;
 };
-inline KernelVariant kernel_variant(const core::Problem& p) { return {batch_kind(p), grouped_backward(p)}; }
+inline KernelVariant kernel_variant(const core::Problem& p) {
+  return {batch_kind(p, core::DeviceTraits{core::memory_peak_gbps()}), grouped_backward(p)};
+}
 
 // Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy
 // query that also raises the dynamic shared-memory limit once per device; 0

@@ -14,6 +14,21 @@
 
 namespace blockattn {
 
+namespace core {
+// What kernel choices read of the device: its memory's peak bandwidth in
+// GB/s (core::memory_peak_gbps(); 0 when unknown, read as slow). At or past
+// kFastMemoryGBps (an H200's 4.8 TB/s; an H100's is 3.35) a kernel must keep
+// more bytes in flight to keep the memory busy, and the measured choice
+// changes: the portable D = 64 backward falls from 86% of copy on an H100 to
+// 73% on an H200, where the sm90 one keeps 86% (docs/perf.md, "kAuto by
+// memory peak"); the FewBlocks kernels below lead on an H100 and trail by
+// 18-22 points on an H200.
+struct DeviceTraits {
+  int memory_peak_gbps = 0;
+};
+inline constexpr int kFastMemoryGBps = 4000;
+}  // namespace core
+
 enum class BatchKind { kLong, kFewBlocks, kShort };
 
 // Twice the mean blocks per sequence under which a batch is kFewBlocks, for
@@ -22,8 +37,10 @@ enum class BatchKind { kLong, kFewBlocks, kShort };
 // grouped kernel's ring, a group of one: measured on the H100 against the
 // per-tile kernels, it leads by 5-8 points of copy bandwidth where sequences
 // average 2.1 blocks (and 2.8 at D = 128), and trails by 2-9 where they
-// average 4 or more (docs/perf.md, "The MHA backward on the grouped kernel's
-// ring, for sequences of a few blocks").
+// average 4 or more; on an H200 (fast memory) it trails the per-tile kernel
+// by 18-22 points even there, so such batches are long on fast memory
+// (docs/perf.md, "The MHA backward on the grouped kernel's ring, for
+// sequences of a few blocks").
 constexpr int few_blocks_limit_x2(Operation op, int head_dim, int block_size, bool rotary) {
   if (op != Operation::kBackward || block_size != 64 || rotary) return 0;
   return head_dim == 64 ? 5 : head_dim == 128 ? 7 : 0;
@@ -36,9 +53,10 @@ inline bool grouped_backward(const core::Problem& p) {
   return p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads;
 }
 
-inline BatchKind batch_kind(const core::Problem& p) {
+inline BatchKind batch_kind(const core::Problem& p, const core::DeviceTraits& device = {}) {
   const int64_t block_tokens = static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size;
   if (p.shape.total_tokens < block_tokens) return BatchKind::kShort;
+  if (device.memory_peak_gbps >= core::kFastMemoryGBps) return BatchKind::kLong;
   const int limit =
       few_blocks_limit_x2(p.operation, p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary);
   if (2 * p.shape.total_tokens < limit * block_tokens) return BatchKind::kFewBlocks;

@@ -65,7 +65,8 @@ bool automatic_for(const KernelConfig& row, const Problem& p, const DeviceTraits
     case AutoUse::kShortBatchesOrFastMemory:
       return batch_kind(p) == BatchKind::kShort || device.memory_peak_gbps >= kFastMemoryGBps;
     case AutoUse::kExceptLongMhaOnSlowMemory:
-      return batch_kind(p) != BatchKind::kLong || grouped_backward(p) || device.memory_peak_gbps >= kFastMemoryGBps;
+      return batch_kind(p, device) != BatchKind::kLong || grouped_backward(p) ||
+             device.memory_peak_gbps >= kFastMemoryGBps;
     default:
       return false;
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "blockattn/blockattn.h"
+#include "core/batch_kind.h"
 #include "core/problem.h"
 #include "core/status.h"
 
@@ -34,17 +35,8 @@ KernelTable kernel_table();
 // ungrouped heads on a device with slower memory, or never.
 enum class AutoUse { kAlways, kShortBatches, kShortBatchesOrFastMemory, kExceptLongMhaOnSlowMemory, kNever };
 
-// What kAuto's choice reads of the device: its memory's peak bandwidth in
-// GB/s (core::memory_peak_gbps(); 0 when unknown, read as slow). At or past
-// kFastMemoryGBps (an H200's 4.8 TB/s; an H100's is 3.35) a kernel must keep
-// more bytes in flight to keep the memory busy, and the measured choice
-// changes: the portable D = 64 backward falls from 86% of copy on an H100 to
-// 73% on an H200, where the sm90 one keeps 86% (docs/perf.md, "kAuto by
-// memory peak").
-struct DeviceTraits {
-  int memory_peak_gbps = 0;
-};
-inline constexpr int kFastMemoryGBps = 4000;
+// What kAuto's choice reads of the device: core::DeviceTraits
+// (core/batch_kind.h).
 
 // The backend's row for the problem's combination (operation, dtype, head
 // dim, block size, fusion), or null.

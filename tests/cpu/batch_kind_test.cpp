@@ -66,6 +66,10 @@ TEST(BatchKind, FewBlocksWhereABackwardHasTheirKernel) {
   p = backward(152135, 64);
   p.rotary.rotary_dim = 64;
   EXPECT_EQ(batch_kind(p), BatchKind::kLong);
+  // On fast memory (an H200) the FewBlocks kernels trail: such batches are long there.
+  EXPECT_EQ(batch_kind(backward(152135, 64), kH100), BatchKind::kFewBlocks);
+  EXPECT_EQ(batch_kind(backward(152135, 64), kH200), BatchKind::kLong);
+  EXPECT_EQ(batch_kind(backward(1152 * 64 - 1, 64), kH200), BatchKind::kShort);
 }
 
 TEST(BatchKind, NoProductOverflow) {
