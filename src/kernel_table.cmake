@@ -44,8 +44,9 @@ set(BLOCKATTN_KERNEL_TABLE
   # 85.9-86.6% against 72.6-72.7% (docs/perf.md, "kAuto by memory peak").
   # Grouped-query heads run its grouped kernel (sm90/grouped_backward.cuh):
   # mqa-d64-h8x1 87.5-95.4% against sm80's 73.2-77.0% (H100); so do
-  # batches of a few blocks per sequence (BatchKind::kFewBlocks), a group of
-  # one: sweep-d64-L256-f0.5 86.7-87.4% against sm80's 81.1-81.5%.
+  # batches of a few blocks per sequence (BatchKind::kFewBlocks, slower
+  # memory only), a group of one: sweep-d64-L256-f0.5 86.0-87.4% against
+  # sm80's 81.1-81.5% (H100).
   "sm90     backward   64        64          bf16,fp16  none         except-long-mha-on-slow-memory"
   "sm90     backward   64        64          bf16,fp16  rotary       auto"    # 6.16 vs sm80's 7.77 ms (docs/perf.md, "Build time")
   "sm90     backward   128       64          bf16,fp16  none,rotary  auto"    # rotary: 6.95 vs sm80's 7.73 ms

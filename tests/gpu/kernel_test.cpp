@@ -706,8 +706,9 @@ std::vector<Config> long_walk_configs() {
       Config mha{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
       Config gqa{DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
       Config mqa{DType::kBF16, d, 3, 1, LayoutKind::kHeadMajor, OffsetsKind::kValid};
-      // 64 tensors per (block, KV head) unit in the sm_90 grouped backward's
-      // stream, against 13 ring slots.
+      // 32 tensors (each head's dO and Q) per (block, KV head) unit in the
+      // sm_90 grouped backward's stream, against 8 ring slots at D = 128 and
+      // 16 at D = 64.
       Config wide_group{DType::kBF16, d, 16, 1, LayoutKind::kPacked, OffsetsKind::kValid};
       for (Config c : {mha, gqa, mqa, wide_group}) {
         c.block_size = b;
