@@ -45,6 +45,7 @@
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
 #include "sm90/grouped_ring.cuh"
+#include "sm90/tma_store.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -219,13 +220,16 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   T* const dscores = probs + kRows * kRows;
   const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
   // An output's way out: staged in the warp's rows of the P tile (no warp
-  // reads it any more), stored, and (every lane's reads of the staging done)
-  // free for the warp's next writes there.
+  // reads it any more) and stored through TMA (tma_store.cuh) where the
+  // warp's 16 rows lie inside the block; the warp stages there again once
+  // the TMA unit has read them.
   auto write = [&](const tile::Accumulator<kCols>& acc, const tile::RowScale& factor, const TensorView& out,
-                   int head) BLOCKATTN_INLINE {
-    tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(
-        acc, factor, probs, row0, tile::head_rows_out<T>(out, unit.block, head) + col0, out.token_stride, valid, lane);
-    __syncwarp();
+                   const CUtensorMap& map, int head) BLOCKATTN_INLINE {
+    wait_store_reads(lane);
+    tile::stage_rows<ProbLayout, T>(acc, factor, probs, row0, 0, lane);
+    // The staging read as one chunk of the tile layout (ProbLayout's offsets), the store map's box.
+    store_staged_rows<tile::Chunked<kRows, Cfg::kChunkCols>, kCols, kRowWalk>(map, probs, out, unit.block, head, col0,
+                                                                              row0, lane);
   };
 
   kv.full->wait(kv.phase);
@@ -288,6 +292,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
     // The warp's rows of this consumer's P and dS tiles: the last thing there
     // was the warp's own output, stored (write()'s __syncwarp).
+    wait_store_reads(lane);  // the last output stored from the warp's P rows
     tile::stage_rows<ProbLayout, T>(s, one, probs, row0, 0, lane);
     tile::stage_rows<ProbLayout, T>(ds, one, dscores, row0, 0, lane);
     tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
@@ -309,7 +314,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     wgmma_commit();
     wgmma_wait<1>();
     fence_rs_product(dq, ds_rows);
-    write(dq, scale, p.dq, t.q_head);
+    write(dq, scale, p.dq, p.dq_map, t.q_head);
     wgmma_wait<0>();
     fence_rs_product(dv, p_keys);
     fence_rs_product(dk, ds_keys);
@@ -330,6 +335,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
       hand_over(dv_sums, dv, tid);
       hand_over(dk_sums, dk, tid);
       sm.exchange_full->arrive();
+      wait_store_reads(lane);  // its last dQ's, before the CTA exits
       return;
     }
     sm.exchange_full->wait(turn.full_parity());
@@ -337,14 +343,16 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     add_handed_over(dk_sums, dk, tid);
     sm.exchange_free->arrive();
   }
-  write(dv, one, p.dv, unit.kv_head);
-  write(dk, scale, p.dk, unit.kv_head);
+  write(dv, one, p.dv, p.dv_map, unit.kv_head);
+  write(dk, scale, p.dk, p.dk_map, unit.kv_head);
+  wait_store_reads(lane);  // before the CTA exits, or the next unit stages there
 }
 
 template <typename T, int D, core::Fusion F, bool kWholeUnits = false>
 __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kWholeUnits>::kThreads, 1)
     grouped_backward_kernel(const __grid_constant__ Params p) {
   static_assert(F == core::Fusion::kNone, "rotary's transpose rotation needs whole rows: grouped_backward_kernel()");
+  static_assert(backward_stores_by_tma(D, 64), "the host encodes the outputs' store maps");
   using Cfg = GroupedBackwardConfig<T, D, kWholeUnits>;
   using Layout = typename Cfg::Layout;
   extern __shared__ unsigned char smem_raw[];

@@ -33,14 +33,6 @@ constexpr int tile_chunk_cols(Operation op, int head_dim) {
 // 93.1% -> 97.5% of copy; tail-d128 97.6% -> 86.5%, so D = 64 only.
 constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 64; }
 
-// Whether the backward stores its outputs through TMA (16-row boxes, one per
-// warp and chunk; rows past a block's end with plain stores): the
-// column-split kernel (D > 192). Its stores were 57% of its time at
-// headdim-d224-h2, whose 448-byte head rows start 64 bytes into a 128-byte
-// line every other head (docs/perf.md, "The D = 224 backward's stores").
-constexpr bool backward_stores_by_tma(int head_dim, int block_size) { return head_dim > 192 && block_size == 64; }
-constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
-
 // Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
 // which this backend runs wherever num_q_heads != num_kv_heads; other grouped
 // backwards are refused here and run on kPortable. D = 64 and 128 at
@@ -50,6 +42,22 @@ constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 constexpr bool grouped_backward_kernel(int head_dim, int block_size, bool rotary) {
   return (head_dim == 64 || head_dim == 128) && block_size == 64 && !rotary;
 }
+
+// Whether a backward row's kernels store their outputs through TMA (16-row
+// boxes, one per warp and chunk; rows past a block's end with plain stores),
+// and the host encodes the outputs' store maps: the column-split kernel
+// (D > 192), whose stores were 57% of its time at headdim-d224-h2 (448-byte
+// head rows that start 64 bytes into a 128-byte line every other head:
+// docs/perf.md, "The D = 224 backward's stores"), and the rows with the
+// grouped kernel (gqa-d128-h8x2 +2.7 points on an H100: docs/perf.md, "The
+// MHA backward on the grouped kernel's ring, for sequences of a few
+// blocks"). The maps then come with every kernel of those rows (the
+// per-tile and rotary ones do not use them), so the outputs there must have
+// TMA-compatible strides, as the inputs already must.
+constexpr bool backward_stores_by_tma(int head_dim, int block_size) {
+  return (head_dim > 192 && block_size == 64) || grouped_backward_kernel(head_dim, block_size, false);
+}
+constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 
 struct Params {
   // TMA maps of the inputs (64-byte aligned by their type); dout_map only in
