@@ -36,9 +36,19 @@ constexpr MappedTensor kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
                                             {TensorId::kV, &Params::v_map},
                                             {TensorId::kDout, &Params::dout_map}};
 
-// The outputs a backward stores through TMA (backward_stores_by_tma).
+// The outputs a backward stores through TMA (backward_stores_by_tma, and the
+// grouped kernel's).
 constexpr MappedTensor kBackwardOutputs[] = {
     {TensorId::kDq, &Params::dq_map}, {TensorId::kDk, &Params::dk_map}, {TensorId::kDv, &Params::dv_map}};
+
+// Whether the backward runs the row's grouped kernel (KernelOf<...>::Grouped
+// or ::FewBlocks, common/kernel_launcher.cuh's with_variant), which stores
+// its outputs through TMA.
+bool runs_grouped_kernel(const Problem& p) {
+  if (!grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary)) return false;
+  const KernelVariant variant = kernel_variant(p);
+  return variant.grouped_backward || variant.batch == BatchKind::kFewBlocks;
+}
 
 // visit(tensor, heads, box rows) for every tensor the problem's kernel reaches
 // through a TMA map: its inputs (box: a tile's rows) and, where it stores by
@@ -57,7 +67,7 @@ void for_each_mapped_tensor(const Problem& p, Visit&& visit) {
   }
   for (const MappedTensor& in : kBackwardInputs)
     visit(in, heads(in.id), block_rows);
-  if (backward_stores_by_tma(p.shape.head_dim, p.shape.block_size))
+  if (backward_stores_by_tma(p.shape.head_dim, p.shape.block_size) || runs_grouped_kernel(p))
     for (const MappedTensor& out : kBackwardOutputs)
       visit(out, heads(out.id), kStoreBoxRows);
 }

@@ -43,20 +43,16 @@ constexpr bool grouped_backward_kernel(int head_dim, int block_size, bool rotary
   return (head_dim == 64 || head_dim == 128) && block_size == 64 && !rotary;
 }
 
-// Whether a backward row's kernels store their outputs through TMA (16-row
+// Whether a backward row's kernel stores its outputs through TMA (16-row
 // boxes, one per warp and chunk; rows past a block's end with plain stores),
 // and the host encodes the outputs' store maps: the column-split kernel
 // (D > 192), whose stores were 57% of its time at headdim-d224-h2 (448-byte
 // head rows that start 64 bytes into a 128-byte line every other head:
-// docs/perf.md, "The D = 224 backward's stores"), and the rows with the
-// grouped kernel (gqa-d128-h8x2 +2.7 points on an H100: docs/perf.md, "The
+// docs/perf.md, "The D = 224 backward's stores"). The grouped kernel stores
+// through TMA too (gqa-d128-h8x2 +2.7 points on an H100: docs/perf.md, "The
 // MHA backward on the grouped kernel's ring, for sequences of a few
-// blocks"). The maps then come with every kernel of those rows (the
-// per-tile and rotary ones do not use them), so the outputs there must have
-// TMA-compatible strides, as the inputs already must.
-constexpr bool backward_stores_by_tma(int head_dim, int block_size) {
-  return (head_dim > 192 && block_size == 64) || grouped_backward_kernel(head_dim, block_size, false);
-}
+// blocks"), and the host encodes the maps where it runs (backend.cpp).
+constexpr bool backward_stores_by_tma(int head_dim, int block_size) { return head_dim > 192 && block_size == 64; }
 constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 
 struct Params {
