@@ -46,8 +46,7 @@ constexpr MappedTensor kBackwardOutputs[] = {
 // its outputs through TMA.
 bool runs_grouped_kernel(const Problem& p) {
   if (!grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary)) return false;
-  const KernelVariant variant = kernel_variant(p);
-  return variant.grouped_backward || variant.batch == BatchKind::kFewBlocks;
+  return grouped_backward(p) || kernel_variant(p).batch == BatchKind::kFewBlocks;
 }
 
 // visit(tensor, heads, box rows) for every tensor the problem's kernel reaches

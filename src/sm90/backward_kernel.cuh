@@ -152,12 +152,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // S = Q K^T and dP = dO V^T.
   tile::Accumulator<kKeys> s, ds;
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kKeys>(ds.regs(), kmajor_desc<Layout>(dout_addr, kk), kmajor_desc<Layout>(v_addr, kk), kk > 0);
+  issue_ss_product<T, kKeys, D, Layout>(s.regs(), q_addr, k_addr);
+  issue_ss_product<T, kKeys, D, Layout>(ds.regs(), dout_addr, v_addr);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s.regs());

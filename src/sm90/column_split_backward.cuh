@@ -131,12 +131,8 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   // S = Q K^T and dP = dO V^T over the head's real columns.
   tile::Accumulator<kRows> s, ds;
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kRows>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kRows>(ds.regs(), kmajor_desc<Layout>(dout_addr, kk), kmajor_desc<Layout>(v_addr, kk), kk > 0);
+  issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
+  issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s.regs());

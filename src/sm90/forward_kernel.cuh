@@ -134,9 +134,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   const uint32_t q_addr = tile::smem_u32(ops.q), k_addr = tile::smem_u32(ops.k);
   tile::Accumulator<kKeys> s;
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, kKeys>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
+  issue_ss_product<T, kKeys, D, Layout>(s.regs(), q_addr, k_addr);
   wgmma_commit();
   wgmma_wait<0>();
   fence_registers(s.regs());

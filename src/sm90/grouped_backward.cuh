@@ -275,13 +275,9 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     // exponentials of S run while dP's product does.
     tile::Accumulator<kRows> s, ds;
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<T, kRows>(s.regs(), kmajor_desc<Layout>(q_addr, kk), kmajor_desc<Layout>(k_addr, kk), kk > 0);
+    issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
     wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<T, kRows>(ds.regs(), kmajor_desc<Layout>(dout_addr, kk), kmajor_desc<Layout>(v_addr, kk), kk > 0);
+    issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
     wgmma_commit();
     wgmma_wait<1>();
     fence_registers(s.regs());
@@ -291,8 +287,8 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     fence_registers(ds.regs());
     tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
     // The warp's rows of this consumer's P and dS tiles: the last thing there
-    // was the warp's own output, stored (write()'s __syncwarp).
-    wait_store_reads(lane);  // the last output stored from the warp's P rows
+    // was the warp's own output, stored through TMA once the TMA unit has read it.
+    wait_store_reads(lane);
     tile::stage_rows<ProbLayout, T>(s, one, probs, row0, 0, lane);
     tile::stage_rows<ProbLayout, T>(ds, one, dscores, row0, 0, lane);
     tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);

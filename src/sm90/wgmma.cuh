@@ -308,4 +308,15 @@ BLOCKATTN_WGMMA_RS_N256(__half, "f16")
 #undef BLOCKATTN_ACC32_OPERANDS
 #undef BLOCKATTN_ACC64_OPERANDS
 
+// Issues D[64 x kN] = A * B^T over kK / 16 steps, A and B both K-major
+// tiles in shared memory laid out as `Layout`, from their addresses (S = Q
+// K^T, dP = dO V^T). Between wgmma_fence() and wgmma_commit(); the caller
+// waits.
+template <typename T, int kN, int kK, typename Layout>
+__device__ __forceinline__ void issue_ss_product(float (&d)[kN / 2], uint32_t a_addr, uint32_t b_addr) {
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk)
+    wgmma_ss<T, kN>(d, kmajor_desc<Layout>(a_addr, kk), kmajor_desc<Layout>(b_addr, kk), kk > 0);
+}
+
 }  // namespace blockattn::sm90
