@@ -331,7 +331,6 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
       hand_over(dv_sums, dv, tid);
       hand_over(dk_sums, dk, tid);
       sm.exchange_full->arrive();
-      wait_store_reads(lane);  // its last dQ's, before the CTA exits
       return;
     }
     sm.exchange_full->wait(turn.full_parity());
@@ -341,7 +340,6 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   }
   write(dv, one, p.dv, p.dv_map, unit.kv_head);
   write(dk, scale, p.dk, p.dk_map, unit.kv_head);
-  wait_store_reads(lane);  // before the CTA exits, or the next unit stages there
 }
 
 template <typename T, int D, core::Fusion F, bool kWholeUnits = false>
@@ -368,7 +366,10 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kWholeUnits>::kThr
         load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
       },
       [&](const tile::TileCoords& unit, int u, int first, int consumer)
-          BLOCKATTN_INLINE { grouped_backward_unit<T, D, kWholeUnits>(p, hooks, sm, unit, u, first, consumer); });
+          BLOCKATTN_INLINE { grouped_backward_unit<T, D, kWholeUnits>(p, hooks, sm, unit, u, first, consumer); },
+      // The TMA unit reads each warp's last staged output from shared memory
+      // after the warp has moved on; the CTA must not exit before it has.
+      [] { wait_store_reads(threadIdx.x % 32); });
 }
 
 }  // namespace blockattn::sm90

@@ -31,13 +31,15 @@ struct KvPair {
 // of `group_size` heads: the producer runs load_kv(coords, pair) once per
 // unit and load_head(coords, n, slot, full_barrier) for tensor n % 2 of head
 // n / 2; every consumer warpgroup c runs op(coords, u, first, c) for the
-// CTA's u-th unit, `first` being its first tensor in the ring's stream.
+// CTA's u-th unit, `first` being its first tensor in the ring's stream, and
+// finish() once after its last (what must be done before the CTA exits).
 // `Smem` has the ring, pair(u) and init_barriers() (thread 0, before the
 // roles split: the ring's, the pairs' and any of the unit op's own). Empty
 // entries of the tiles table take nothing, on both sides alike.
-template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp>
+template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp,
+          typename Finish>
 __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, int group_size, CoordsOf&& coords_of,
-                                                 LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op) {
+                                                 LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op, Finish&& finish) {
   if (threadIdx.x == 0) {
     sm.init_barriers();
     fence_barrier_init();
@@ -70,6 +72,7 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
           op(coords, u++, first, consumer);
           first += kHeadTensors * group_size;
         }
+        finish();
       });
 }
 
