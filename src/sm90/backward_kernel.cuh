@@ -280,8 +280,8 @@ struct GroupedBackwardOf<T, D, B, F, true> {
     static constexpr auto kernel = grouped_backward_kernel<T, D, F>;
   };
   struct FewBlocks {
-    using Config = GroupedBackwardConfig<T, D, D == 64>;
-    static constexpr auto kernel = grouped_backward_kernel<T, D, F, D == 64>;
+    using Config = GroupedBackwardConfig<T, D, true>;
+    static constexpr auto kernel = grouped_backward_kernel<T, D, F, true>;
   };
 };
 }  // namespace sm90

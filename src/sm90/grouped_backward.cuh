@@ -61,7 +61,7 @@ enum class GroupedSplit {
   kUnits,    // alternate units, each whole (a group of one at D = 64: the FewBlocks kernel)
 };
 
-template <typename T, int D, bool kWholeUnits = false>
+template <typename T, int D, bool kFewBlocks = false>
 struct GroupedBackwardConfig {
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
   static constexpr int kConsumers = 2;
@@ -77,10 +77,16 @@ struct GroupedBackwardConfig {
   // the softmax, which both consumers repeat in the column split, weighs
   // twice as much per byte at D = 64). Consumer 1's partial dK and dV join
   // consumer 0's through shared memory at the unit's end, in a fixed order.
-  // With a group of one (MHA), the consumers take alternate units instead,
-  // each whole: no sums to join.
-  static constexpr GroupedSplit kSplit =
-      kWholeUnits ? GroupedSplit::kUnits : (D == 64 ? GroupedSplit::kHeads : GroupedSplit::kColumns);
+  // With a group of one (MHA, the FewBlocks kernel) at D = 64, the
+  // consumers take alternate units instead, each whole: no sums to join.
+  static constexpr GroupedSplit kSplit = D == 64 ? (kFewBlocks ? GroupedSplit::kUnits : GroupedSplit::kHeads)
+                                                 : GroupedSplit::kColumns;
+  // Outputs through TMA stores (tma_store.cuh) for grouped heads, where they
+  // gained 2-3 points of copy bandwidth (gqa-d128-h8x2); plain 16-byte
+  // stores in the FewBlocks kernel, where TMA stores cost 6 points at
+  // sweep-d64-L256-f0.5 and 2 at sweep-d128-L256-f0.7 (docs/perf.md, "TMA
+  // stores in the FewBlocks kernel").
+  static constexpr bool kStoresByTma = !kFewBlocks;
   static constexpr bool kAllColumns = kSplit != GroupedSplit::kColumns;  // a consumer owns every output column
   static constexpr int kCols = kAllColumns ? D : D / kConsumers;         // output columns a consumer owns
   static_assert(grouped_backward_kernel(D, kRows, false) && kCols == kChunkCols,
@@ -111,9 +117,9 @@ struct GroupedBackwardConfig {
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
 
-template <typename T, int D, bool kWholeUnits>
+template <typename T, int D, bool kFewBlocks>
 struct GroupedBackwardSmem {
-  using Cfg = GroupedBackwardConfig<T, D, kWholeUnits>;
+  using Cfg = GroupedBackwardConfig<T, D, kFewBlocks>;
   using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
   Ring ring;
   unsigned char* kv;  // kKvPairs x (K, V)
@@ -182,14 +188,14 @@ __device__ __forceinline__ void add_handed_over(const float* exchange, tile::Acc
 // One unit, the CTA's u-th: the group's heads in order (or this consumer's
 // alternate ones), then dK and dV. `first` is the unit's first tensor in the
 // ring's stream.
-template <typename T, int D, bool kWholeUnits, typename Hooks>
+template <typename T, int D, bool kFewBlocks, typename Hooks>
 __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hooks& hooks,
-                                                      const GroupedBackwardSmem<T, D, kWholeUnits>& sm,
+                                                      const GroupedBackwardSmem<T, D, kFewBlocks>& sm,
                                                       const tile::TileCoords& unit, int u, int first, int consumer) {
-  using Cfg = GroupedBackwardConfig<T, D, kWholeUnits>;
+  using Cfg = GroupedBackwardConfig<T, D, kFewBlocks>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
-  using Ring = typename GroupedBackwardSmem<T, D, kWholeUnits>::Ring;
+  using Ring = typename GroupedBackwardSmem<T, D, kFewBlocks>::Ring;
   constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
   constexpr bool kAlternate = Cfg::kSplit == GroupedSplit::kHeads;
   constexpr bool kAllColumns = Cfg::kAllColumns;
@@ -220,16 +226,23 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   T* const dscores = probs + kRows * kRows;
   const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
   // An output's way out: staged in the warp's rows of the P tile (no warp
-  // reads it any more) and stored through TMA (tma_store.cuh) where the
-  // warp's 16 rows lie inside the block; the warp stages there again once
-  // the TMA unit has read them.
+  // reads it any more), then either stored through TMA (tma_store.cuh) where
+  // the warp's 16 rows lie inside the block, the warp staging there again
+  // once the TMA unit has read them; or stored by the warp, its staging free
+  // once every lane's reads are done.
   auto write = [&](const tile::Accumulator<kCols>& acc, const tile::RowScale& factor, const TensorView& out,
                    const CUtensorMap& map, int head) BLOCKATTN_INLINE {
-    wait_store_reads(lane);
-    tile::stage_rows<ProbLayout, T>(acc, factor, probs, row0, 0, lane);
-    // The staging read as one chunk of the tile layout (ProbLayout's offsets), the store map's box.
-    store_staged_rows<tile::Chunked<kRows, Cfg::kChunkCols>, kCols, kRowWalk>(map, probs, out, unit.block, head, col0,
-                                                                              row0, lane);
+    if constexpr (Cfg::kStoresByTma) {
+      wait_store_reads(lane);
+      tile::stage_rows<ProbLayout, T>(acc, factor, probs, row0, 0, lane);
+      // The staging read as one chunk of the tile layout (ProbLayout's offsets), the store map's box.
+      store_staged_rows<tile::Chunked<kRows, Cfg::kChunkCols>, kCols, kRowWalk>(map, probs, out, unit.block, head,
+                                                                                col0, row0, lane);
+    } else {
+      tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(
+          acc, factor, probs, row0, tile::head_rows_out<T>(out, unit.block, head) + col0, out.token_stride, valid, lane);
+      __syncwarp();
+    }
   };
 
   kv.full->wait(kv.phase);
@@ -287,8 +300,8 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     fence_registers(ds.regs());
     tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
     // The warp's rows of this consumer's P and dS tiles: the last thing there
-    // was the warp's own output, stored through TMA once the TMA unit has read it.
-    wait_store_reads(lane);
+    // was the warp's own output, stored (by TMA: once the TMA unit has read it).
+    if constexpr (Cfg::kStoresByTma) wait_store_reads(lane);
     tile::stage_rows<ProbLayout, T>(s, one, probs, row0, 0, lane);
     tile::stage_rows<ProbLayout, T>(ds, one, dscores, row0, 0, lane);
     tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
@@ -342,14 +355,14 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   write(dk, scale, p.dk, p.dk_map, unit.kv_head);
 }
 
-template <typename T, int D, core::Fusion F, bool kWholeUnits = false>
-__global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kWholeUnits>::kThreads, 1)
+template <typename T, int D, core::Fusion F, bool kFewBlocks = false>
+__global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kFewBlocks>::kThreads, 1)
     grouped_backward_kernel(const __grid_constant__ Params p) {
   static_assert(F == core::Fusion::kNone, "rotary's transpose rotation needs whole rows: grouped_backward_kernel()");
-  using Cfg = GroupedBackwardConfig<T, D, kWholeUnits>;
+  using Cfg = GroupedBackwardConfig<T, D, kFewBlocks>;
   using Layout = typename Cfg::Layout;
   extern __shared__ unsigned char smem_raw[];
-  const GroupedBackwardSmem<T, D, kWholeUnits> sm(smem_raw);
+  const GroupedBackwardSmem<T, D, kFewBlocks> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
   run_grouped_ring<Cfg>(
@@ -366,10 +379,12 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kWholeUnits>::kThr
         load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
       },
       [&](const tile::TileCoords& unit, int u, int first, int consumer)
-          BLOCKATTN_INLINE { grouped_backward_unit<T, D, kWholeUnits>(p, hooks, sm, unit, u, first, consumer); },
+          BLOCKATTN_INLINE { grouped_backward_unit<T, D, kFewBlocks>(p, hooks, sm, unit, u, first, consumer); },
       // The TMA unit reads each warp's last staged output from shared memory
       // after the warp has moved on; the CTA must not exit before it has.
-      [] { wait_store_reads(threadIdx.x % 32); });
+      [] {
+        if constexpr (Cfg::kStoresByTma) wait_store_reads(threadIdx.x % 32);
+      });
 }
 
 }  // namespace blockattn::sm90
