@@ -11,13 +11,20 @@
 # sanitizer 4-5: run `build test` in one call and `sanitize` (SANITIZERS=...)
 # in the next, while the machine is warm and keeps the build.
 #
+# After any kernel change, run `build regress` (about 2 minutes on the H100):
+# every recorded figure measured again. An A/B on the rows a change was made
+# for does not see the other rows that run the same kernel (session 27: the
+# grouped kernel's TMA stores, measured on the grouped rows, cost the
+# FewBlocks kernel, the same code with a group of one, 6 points at
+# sweep-d64-L256-f0.5; docs/perf.md, "TMA stores in the FewBlocks kernel").
+#
 # BASELINE=<dir>: a checkout of an earlier version (e.g. `git archive` of a
 # commit into an ignored folder, carried to the GPU machine); the bench step
 # then builds its benchmark too and runs old and new alternately, REPEAT times
 # (default 2), so a change is judged against the same card in the same run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-STEPS=${STEPS:-"build sass test sanitize bench python"}
+STEPS=${STEPS:-"build sass test sanitize bench python regress"}
 OUT=${OUT:-gpu_out}
 BENCH_ARGS=${BENCH_ARGS:-"--workloads headline-d128,headline-d64,sweep-d128-L256-f0.5,sweep-d64-L256-f0.5 --rotary"}
 mkdir -p "$OUT"
