@@ -79,13 +79,14 @@ struct GroupedBackwardConfig {
   // consumer 0's through shared memory at the unit's end, in a fixed order.
   // With a group of one (MHA, the FewBlocks kernel) at D = 64, the
   // consumers take alternate units instead, each whole: no sums to join.
-  static constexpr GroupedSplit kSplit = D == 64 ? (kFewBlocks ? GroupedSplit::kUnits : GroupedSplit::kHeads)
-                                                 : GroupedSplit::kColumns;
+  static constexpr GroupedSplit kSplit =
+      D == 64 ? (kFewBlocks ? GroupedSplit::kUnits : GroupedSplit::kHeads) : GroupedSplit::kColumns;
   // Outputs through TMA stores (tma_store.cuh) for grouped heads, where they
   // gained 2-3 points of copy bandwidth (gqa-d128-h8x2); plain 16-byte
-  // stores in the FewBlocks kernel, where TMA stores cost 6 points at
-  // sweep-d64-L256-f0.5 and 2 at sweep-d128-L256-f0.7 (docs/perf.md, "TMA
-  // stores in the FewBlocks kernel").
+  // stores in the FewBlocks kernel: on the batches it runs (sequences of two
+  // or three blocks) TMA stores cost it 6-8 points at D = 64 and 2-3 at
+  // D = 128, whole units through TMA as much as all, though on long
+  // sequences they gain (docs/perf.md, "TMA stores in the FewBlocks kernel").
   static constexpr bool kStoresByTma = !kFewBlocks;
   static constexpr bool kAllColumns = kSplit != GroupedSplit::kColumns;  // a consumer owns every output column
   static constexpr int kCols = kAllColumns ? D : D / kConsumers;         // output columns a consumer owns
@@ -236,11 +237,12 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
       wait_store_reads(lane);
       tile::stage_rows<ProbLayout, T>(acc, factor, probs, row0, 0, lane);
       // The staging read as one chunk of the tile layout (ProbLayout's offsets), the store map's box.
-      store_staged_rows<tile::Chunked<kRows, Cfg::kChunkCols>, kCols, kRowWalk>(map, probs, out, unit.block, head,
-                                                                                col0, row0, lane);
+      store_staged_rows<tile::Chunked<kRows, Cfg::kChunkCols>, kCols, kRowWalk>(map, probs, out, unit.block, head, col0,
+                                                                                row0, lane);
     } else {
-      tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(
-          acc, factor, probs, row0, tile::head_rows_out<T>(out, unit.block, head) + col0, out.token_stride, valid, lane);
+      tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(acc, factor, probs, row0,
+                                                              tile::head_rows_out<T>(out, unit.block, head) + col0,
+                                                              out.token_stride, valid, lane);
       __syncwarp();
     }
   };
