@@ -114,6 +114,11 @@ struct GroupedBackwardConfig {
   // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
+  // Alternate units: every pair serves one consumer (units u, u + kKvPairs,
+  // ... have u's parity), and no slot is refilled before both consumers
+  // have waited for its tensor (grouped_backward_unit says why this bound).
+  static_assert(kSplit != GroupedSplit::kUnits || (kKvPairs % 2 == 0 && kSlots / kHeadTensors > kKvPairs),
+                "alternate units: pairs per consumer, and more units of slots than pairs");
   static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
@@ -202,9 +207,13 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   constexpr bool kAllColumns = Cfg::kAllColumns;
   if constexpr (Cfg::kSplit == GroupedSplit::kUnits) {
     // The other consumer's unit: its tensors waited for all the same, in
-    // stream order (tensor_ring.cuh). A consumer then runs at most four
-    // units, eight tensors, ahead of the other (the producer waits for the
-    // pair of the unit four before): within one phase of every slot.
+    // stream order (tensor_ring.cuh), and that wait must not come after the
+    // slot's refill. Once this consumer finishes unit u, the producer may
+    // load up to unit u + kKvPairs + 1 (the next needs the pair of this
+    // consumer's unit u + 2) before this consumer waits for unit u + 1's
+    // tensors, which the producer overwrites with unit u + 1 + kSlots / 2's:
+    // hence kSlots / 2 > kKvPairs (the config's static_assert). Six pairs
+    // beside twelve slots broke it and hung (docs/perf.md, "Six K/V pairs").
     if ((u & 1) != consumer) {
       const TileTensors<Ring> in{sm.ring, first};
       in.wait(kHeadDout);
