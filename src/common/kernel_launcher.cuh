@@ -33,10 +33,10 @@ struct KernelLauncher {
 // The kernel of one table row: each backend's kernel headers specialize
 // KernelOf<their Params, Op, T, D, B, F> with the kernel function (`kernel`)
 // and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add
-// nested variants with the same two members: `ShortSequences` and
-// `FewBlocks`, the row's kernels for BatchKind::kShort and kFewBlocks
-// (core/batch_kind.h), and `Grouped`, its kernel for a backward with grouped
-// query heads (KernelVariant).
+// nested variants with the same two members: `ShortSequences`, `FewBlocks`
+// and `ManyBlocks`, the row's kernels for BatchKind::kShort, kFewBlocks and
+// kManyBlocks (core/batch_kind.h), and `Grouped`, its kernel for a backward
+// with grouped query heads (KernelVariant).
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
@@ -57,6 +57,14 @@ struct FewBlocksOf<Of, std::void_t<typename Of::FewBlocks>> {
   using type = typename Of::FewBlocks;
 };
 template <typename Of, typename = void>
+struct ManyBlocksOf {
+  using type = Of;  // no variant: the row's kernel serves batches of many blocks too
+};
+template <typename Of>
+struct ManyBlocksOf<Of, std::void_t<typename Of::ManyBlocks>> {
+  using type = typename Of::ManyBlocks;
+};
+template <typename Of, typename = void>
 constexpr bool kHasGroupedVariant = false;  // the row's kernel serves grouped heads itself, or its backend refuses them
 template <typename Of>
 constexpr bool kHasGroupedVariant<Of, std::void_t<typename Of::Grouped>> = true;
@@ -73,6 +81,7 @@ auto with_variant(KernelVariant variant, Fn&& fn) {
     if (variant.grouped_backward) return fn(LauncherFor<Params, typename Of::Grouped>{});
   if (variant.batch == BatchKind::kShort) return fn(LauncherFor<Params, typename ShortSequencesOf<Of>::type>{});
   if (variant.batch == BatchKind::kFewBlocks) return fn(LauncherFor<Params, typename FewBlocksOf<Of>::type>{});
+  if (variant.batch == BatchKind::kManyBlocks) return fn(LauncherFor<Params, typename ManyBlocksOf<Of>::type>{});
   return fn(LauncherFor<Params, Of>{});
 }
 

@@ -1,8 +1,9 @@
 // The kind of batch, from the mean sequence length: shorter than a block
 // (most tiles partial, so each tile's latency rather than its bytes bounds a
-// kernel), a few blocks (about one tile in three partial), or longer. Two
+// kernel), a few blocks (about one tile in three partial), many blocks (a
+// CTA's walk mostly whole tiles, few of them partial), or between. Two
 // decisions follow it: a table row may carry other kernels for such batches
-// (KernelOf<...>::ShortSequences and ::FewBlocks,
+// (KernelOf<...>::ShortSequences, ::FewBlocks and ::ManyBlocks,
 // common/kernel_launcher.cuh), and a row may be chosen by kAuto for some
 // kinds only (AutoUse, core/kernel_table.h). Computed from the shape alone:
 // no look at the offsets, no synchronization.
@@ -29,7 +30,7 @@ struct DeviceTraits {
 inline constexpr int kFastMemoryGBps = 4000;
 }  // namespace core
 
-enum class BatchKind { kLong, kFewBlocks, kShort };
+enum class BatchKind { kLong, kFewBlocks, kManyBlocks, kShort };
 
 // Twice the mean blocks per sequence under which a batch is kFewBlocks, for
 // the problems that have a FewBlocks kernel (0: none). The sm_90 backward
@@ -46,6 +47,21 @@ constexpr int few_blocks_limit_x2(Operation op, int head_dim, int block_size, bo
   return head_dim == 64 ? 5 : head_dim == 128 ? 7 : 0;
 }
 
+// Twice the mean blocks per sequence from which a batch is kManyBlocks, for
+// the problems that have a ManyBlocks kernel (0: none): the sm_90 backward
+// at D = 64 (64-token blocks, no rotary) runs such batches on its grouped
+// kernel's ring, a group of one, with each consumer walking its own units.
+// Measured on the H100 against the portable kernel, which kAuto takes for
+// long MHA batches at D = 64 on slower memory: it leads by 0.6-2.4 points of
+// copy bandwidth where sequences average 8 blocks or more, and trails by
+// 2-3 where they average 4-6 (partial tiles unbalance the consumers' walks);
+// unmeasured on fast memory, where such batches stay long (docs/perf.md,
+// "The alternate-units ring on walks of their own").
+constexpr int many_blocks_min_x2(Operation op, int head_dim, int block_size, bool rotary) {
+  if (op != Operation::kBackward || block_size != 64 || rotary) return 0;
+  return head_dim == 64 ? 16 : 0;
+}
+
 // A backward whose query heads are grouped (num_q_heads != num_kv_heads):
 // a row may serve it with a kernel of its own (KernelOf<...>::Grouped), and
 // kAuto may take a row for it (AutoUse::kExceptLongMhaOnSlowMemory).
@@ -57,9 +73,11 @@ inline BatchKind batch_kind(const core::Problem& p, const core::DeviceTraits& de
   const int64_t block_tokens = static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size;
   if (p.shape.total_tokens < block_tokens) return BatchKind::kShort;
   if (device.memory_peak_gbps >= core::kFastMemoryGBps) return BatchKind::kLong;
-  const int limit =
-      few_blocks_limit_x2(p.operation, p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary);
+  const bool rotary = p.fusion() == core::Fusion::kRotary;
+  const int limit = few_blocks_limit_x2(p.operation, p.shape.head_dim, p.shape.block_size, rotary);
   if (2 * p.shape.total_tokens < limit * block_tokens) return BatchKind::kFewBlocks;
+  const int many = many_blocks_min_x2(p.operation, p.shape.head_dim, p.shape.block_size, rotary);
+  if (many > 0 && 2 * p.shape.total_tokens >= many * block_tokens) return BatchKind::kManyBlocks;
   return BatchKind::kLong;
 }
 

@@ -41,12 +41,13 @@ constexpr MappedTensor kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
 constexpr MappedTensor kBackwardOutputs[] = {
     {TensorId::kDq, &Params::dq_map}, {TensorId::kDk, &Params::dk_map}, {TensorId::kDv, &Params::dv_map}};
 
-// Whether the backward runs the row's grouped kernel for grouped heads
-// (KernelOf<...>::Grouped, common/kernel_launcher.cuh's with_variant), which
-// stores its outputs through TMA (its FewBlocks form, for a group of one,
-// does not: GroupedBackwardConfig::kStoresByTma).
-bool runs_grouped_kernel_for_groups(const Problem& p) {
-  return grouped_backward(p) &&
+// Whether the backward runs a form of the row's grouped kernel that stores
+// its outputs through TMA (GroupedBackwardConfig::kStoresByTma): the one for
+// grouped heads (KernelOf<...>::Grouped, common/kernel_launcher.cuh's
+// with_variant) and, with a group of one, the ManyBlocks form; the FewBlocks
+// form stores from registers.
+bool runs_grouped_kernel_storing_by_tma(const Problem& p) {
+  return (grouped_backward(p) || kernel_variant(p).batch == BatchKind::kManyBlocks) &&
          grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary);
 }
 
@@ -67,7 +68,7 @@ void for_each_mapped_tensor(const Problem& p, Visit&& visit) {
   }
   for (const MappedTensor& in : kBackwardInputs)
     visit(in, heads(in.id), block_rows);
-  if (backward_stores_by_tma(p.shape.head_dim, p.shape.block_size) || runs_grouped_kernel_for_groups(p))
+  if (backward_stores_by_tma(p.shape.head_dim, p.shape.block_size) || runs_grouped_kernel_storing_by_tma(p))
     for (const MappedTensor& out : kBackwardOutputs)
       visit(out, heads(out.id), kStoreBoxRows);
 }

@@ -266,23 +266,30 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
 // rows. Rows where sm90::grouped_backward_kernel() holds carry the
 // grouped-query kernel as their `Grouped` variant, and as their `FewBlocks`
 // variant the same kernel with a group of one (at D = 64 its consumers take
-// alternate units).
+// alternate units); at D = 64 also as `ManyBlocks`, the alternate units on
+// walks of their own.
 namespace blockattn {
 namespace sm90 {
+template <typename T, int D, core::Fusion F, GroupedForm kForm>
+struct GroupedBackwardForm {
+  using Config = GroupedBackwardConfig<T, D, kForm>;
+  static constexpr auto kernel = grouped_backward_kernel<T, D, F, kForm>;
+};
+template <typename T, int D, int B, core::Fusion F,
+          bool = (many_blocks_min_x2(Operation::kBackward, D, B, F == core::Fusion::kRotary) > 0)>
+struct ManyBlocksFormOf {};
+template <typename T, int D, int B, core::Fusion F>
+struct ManyBlocksFormOf<T, D, B, F, true> {
+  using ManyBlocks = GroupedBackwardForm<T, D, F, GroupedForm::kManyBlocks>;
+};
 template <typename T, int D, int B, core::Fusion F, bool = grouped_backward_kernel(D, B, F == core::Fusion::kRotary)>
 struct GroupedBackwardOf {};
 template <typename T, int D, int B, core::Fusion F>
-struct GroupedBackwardOf<T, D, B, F, true> {
+struct GroupedBackwardOf<T, D, B, F, true> : ManyBlocksFormOf<T, D, B, F> {
   static_assert(few_blocks_limit_x2(Operation::kBackward, D, B, F == core::Fusion::kRotary) > 0,
                 "core::batch_kind() names the batches of a few blocks that FewBlocks serves");
-  struct Grouped {
-    using Config = GroupedBackwardConfig<T, D>;
-    static constexpr auto kernel = grouped_backward_kernel<T, D, F>;
-  };
-  struct FewBlocks {
-    using Config = GroupedBackwardConfig<T, D, true>;
-    static constexpr auto kernel = grouped_backward_kernel<T, D, F, true>;
-  };
+  using Grouped = GroupedBackwardForm<T, D, F, GroupedForm::kGroups>;
+  using FewBlocks = GroupedBackwardForm<T, D, F, GroupedForm::kFewBlocks>;
 };
 }  // namespace sm90
 

@@ -6,7 +6,11 @@
 // With a group of one it is also the MHA backward for batches of a few
 // blocks per sequence (BatchKind::kFewBlocks), where it measured 5-8 points
 // of copy bandwidth faster than the per-tile kernels, and slower on longer
-// sequences (docs/perf.md, "The MHA backward on the grouped kernel's ring").
+// sequences (docs/perf.md, "The MHA backward on the grouped kernel's ring");
+// and at D = 64 for batches of many blocks (kManyBlocks) in a form whose
+// consumers walk their own units, 0.6-2.4 points faster than the portable
+// kernel there (docs/perf.md, "The alternate-units ring on walks of its
+// own"). GroupedForm names the three.
 //
 // Frame: grouped_ring.cuh. A unit's K and V land once in one of two K/V
 // pairs; each head's dO and Q stream through a ring of one-tensor slots. DRAM
@@ -33,7 +37,7 @@
 // consumer 1's sums join consumer 0's through shared memory at the unit's
 // end, in that fixed order. With a group of one at D = 64
 // (GroupedSplit::kUnits), consumer c takes the CTA's units c, c + 2, ...
-// whole, each with two K/V pairs of its own.
+// whole, each with two K/V pairs of its own (three in the ManyBlocks form).
 //
 // Registers per consumer thread: dK + dV 64 across the group (their column
 // halves at D = 128, whole at 64), S + dP 64, dQ 32, the A operands (dS rows,
@@ -58,10 +62,15 @@ namespace blockattn::sm90 {
 enum class GroupedSplit {
   kColumns,  // both on every head, each on its 64 output columns (D = 128)
   kHeads,    // alternate heads, every column; sums joined at the unit's end (D = 64)
-  kUnits,    // alternate units, each whole (a group of one at D = 64: the FewBlocks kernel)
+  kUnits,    // alternate units, each whole (a group of one at D = 64)
 };
 
-template <typename T, int D, bool kFewBlocks = false>
+// The kernel's forms: for grouped heads (KernelOf<...>::Grouped), and with a
+// group of one the MHA backward for batches of a few blocks per sequence
+// (::FewBlocks) or of many (::ManyBlocks, D = 64 only; core/batch_kind.h).
+enum class GroupedForm { kGroups, kFewBlocks, kManyBlocks };
+
+template <typename T, int D, GroupedForm kForm = GroupedForm::kGroups>
 struct GroupedBackwardConfig {
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
   static constexpr int kConsumers = 2;
@@ -77,17 +86,26 @@ struct GroupedBackwardConfig {
   // the softmax, which both consumers repeat in the column split, weighs
   // twice as much per byte at D = 64). Consumer 1's partial dK and dV join
   // consumer 0's through shared memory at the unit's end, in a fixed order.
-  // With a group of one (MHA, the FewBlocks kernel) at D = 64, the
-  // consumers take alternate units instead, each whole: no sums to join.
+  // With a group of one (MHA) at D = 64, the consumers take alternate units
+  // instead, each whole: no sums to join.
+  static_assert(kForm != GroupedForm::kManyBlocks || D == 64, "the ManyBlocks form is measured at D = 64 only");
   static constexpr GroupedSplit kSplit =
-      D == 64 ? (kFewBlocks ? GroupedSplit::kUnits : GroupedSplit::kHeads) : GroupedSplit::kColumns;
+      D == 64 ? (kForm == GroupedForm::kGroups ? GroupedSplit::kHeads : GroupedSplit::kUnits) : GroupedSplit::kColumns;
+  // How alternate units are walked (grouped_ring.cuh): in the FewBlocks form
+  // both consumers wait for every unit's tensors, in stream order
+  // (run_grouped_ring); in the ManyBlocks form each consumer walks only its
+  // own units (run_alternate_units), which frees the pairs from the slots'
+  // bound below. On sequences of two or three blocks the landed walk leads
+  // by 7-10 points, from eight blocks the own walks by 1-3 (docs/perf.md,
+  // "The alternate-units ring on walks of its own").
+  static constexpr bool kOwnWalks = kForm == GroupedForm::kManyBlocks;
   // Outputs through TMA stores (tma_store.cuh) for grouped heads, where they
-  // gained 2-3 points of copy bandwidth (gqa-d128-h8x2); plain 16-byte
-  // stores in the FewBlocks kernel: on the batches it runs (sequences of two
-  // or three blocks) TMA stores cost it 6-8 points at D = 64 and 2-3 at
-  // D = 128, whole units through TMA as much as all, though on long
-  // sequences they gain (docs/perf.md, "TMA stores in the FewBlocks kernel").
-  static constexpr bool kStoresByTma = !kFewBlocks;
+  // gained 2-3 points of copy bandwidth (gqa-d128-h8x2), and on many blocks;
+  // plain 16-byte stores in the FewBlocks form: on the batches it runs
+  // (sequences of two or three blocks) TMA stores cost it 6-8 points at
+  // D = 64 and 2-3 at D = 128, whole units through TMA as much as all
+  // (docs/perf.md, "TMA stores in the FewBlocks kernel").
+  static constexpr bool kStoresByTma = kForm != GroupedForm::kFewBlocks;
   static constexpr bool kAllColumns = kSplit != GroupedSplit::kColumns;  // a consumer owns every output column
   static constexpr int kCols = kAllColumns ? D : D / kConsumers;         // output columns a consumer owns
   static_assert(grouped_backward_kernel(D, kRows, false) && kCols == kChunkCols,
@@ -102,9 +120,11 @@ struct GroupedBackwardConfig {
   static constexpr int kProbTileBytes = kRows * kRows * 2;  // P or dS
   // K/V pairs (two: a unit's K and V, the next unit's landing in the other;
   // with alternate units two per consumer, or its next unit's could not land
-  // while it computes), each consumer's P and dS tiles, the exchange below,
-  // and the barriers: the pairs' full and empty, the exchange's full and free.
-  static constexpr int kKvPairs = kSplit == GroupedSplit::kUnits ? 4 : 2;
+  // while it computes, and three on own walks, two units landing: the
+  // owner's K/V wait was 18% of the two-pair ring's stall samples), each
+  // consumer's P and dS tiles, the exchange below, and the barriers: the
+  // pairs' full and empty, the exchange's full and free.
+  static constexpr int kKvPairs = kSplit == GroupedSplit::kUnits ? (kOwnWalks ? 6 : 4) : 2;
   static constexpr int kBarrierBytes = (2 * kKvPairs + 2) * static_cast<int>(sizeof(Barrier));
   static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
   static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
@@ -114,18 +134,19 @@ struct GroupedBackwardConfig {
   // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
-  // Alternate units: every pair serves one consumer (units u, u + kKvPairs,
-  // ... have u's parity), and no slot is refilled before both consumers
-  // have waited for its tensor (grouped_backward_unit says why this bound).
-  static_assert(kSplit != GroupedSplit::kUnits || (kKvPairs % 2 == 0 && kSlots / kHeadTensors > kKvPairs),
+  // Alternate units on the landed walk: every pair serves one consumer
+  // (units u, u + kKvPairs, ... have u's parity), and no slot is refilled
+  // before both consumers have waited for its tensor (grouped_backward_unit
+  // says why this bound). run_alternate_units has its own.
+  static_assert(kSplit != GroupedSplit::kUnits || kOwnWalks || (kKvPairs % 2 == 0 && kSlots / kHeadTensors > kKvPairs),
                 "alternate units: pairs per consumer, and more units of slots than pairs");
   static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
 };
 
-template <typename T, int D, bool kFewBlocks>
+template <typename T, int D, GroupedForm kForm>
 struct GroupedBackwardSmem {
-  using Cfg = GroupedBackwardConfig<T, D, kFewBlocks>;
+  using Cfg = GroupedBackwardConfig<T, D, kForm>;
   using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
   Ring ring;
   unsigned char* kv;  // kKvPairs x (K, V)
@@ -194,18 +215,33 @@ __device__ __forceinline__ void add_handed_over(const float* exchange, tile::Acc
 // One unit, the CTA's u-th: the group's heads in order (or this consumer's
 // alternate ones), then dK and dV. `first` is the unit's first tensor in the
 // ring's stream.
-template <typename T, int D, bool kFewBlocks, typename Hooks>
+template <typename T, int D, GroupedForm kForm, typename Hooks>
 __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hooks& hooks,
-                                                      const GroupedBackwardSmem<T, D, kFewBlocks>& sm,
+                                                      const GroupedBackwardSmem<T, D, kForm>& sm,
                                                       const tile::TileCoords& unit, int u, int first, int consumer) {
-  using Cfg = GroupedBackwardConfig<T, D, kFewBlocks>;
+  using Cfg = GroupedBackwardConfig<T, D, kForm>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
-  using Ring = typename GroupedBackwardSmem<T, D, kFewBlocks>::Ring;
+  using Ring = typename GroupedBackwardSmem<T, D, kForm>::Ring;
   constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
   constexpr bool kAlternate = Cfg::kSplit == GroupedSplit::kHeads;
   constexpr bool kAllColumns = Cfg::kAllColumns;
-  if constexpr (Cfg::kSplit == GroupedSplit::kUnits) {
+  if constexpr (Cfg::kOwnWalks) {
+    // An empty entry of the walk (run_alternate_units): its slots and pair,
+    // landed with no bytes, handed back so that their phases stay in step.
+    if (unit.block.row_count == 0) {
+      const KvPair kv = sm.pair(u);
+      const TileTensors<Ring> in{sm.ring, first};
+      const int lane = threadIdx.x % 32;
+      kv.full->wait(kv.phase);
+      in.wait(kHeadDout);
+      in.wait(kHeadQ);
+      in.release(kHeadDout, lane);
+      in.release(kHeadQ, lane);
+      release_stage(*kv.empty, lane);
+      return;
+    }
+  } else if constexpr (Cfg::kSplit == GroupedSplit::kUnits) {
     // The other consumer's unit: its tensors waited for all the same, in
     // stream order (tensor_ring.cuh), and that wait must not come after the
     // slot's refill. Once this consumer finishes unit u, the producer may
@@ -366,36 +402,39 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   write(dk, scale, p.dk, p.dk_map, unit.kv_head);
 }
 
-template <typename T, int D, core::Fusion F, bool kFewBlocks = false>
-__global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kFewBlocks>::kThreads, 1)
+template <typename T, int D, core::Fusion F, GroupedForm kForm = GroupedForm::kGroups>
+__global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kForm>::kThreads, 1)
     grouped_backward_kernel(const __grid_constant__ Params p) {
   static_assert(F == core::Fusion::kNone, "rotary's transpose rotation needs whole rows: grouped_backward_kernel()");
-  using Cfg = GroupedBackwardConfig<T, D, kFewBlocks>;
+  using Cfg = GroupedBackwardConfig<T, D, kForm>;
   using Layout = typename Cfg::Layout;
   extern __shared__ unsigned char smem_raw[];
-  const GroupedBackwardSmem<T, D, kFewBlocks> sm(smem_raw);
+  const GroupedBackwardSmem<T, D, kForm> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
-  run_grouped_ring<Cfg>(
-      sm, p.attn.schedule.block_count() * num_kv_heads, p.attn.group_size,
-      [&](int unit) { return tile::TileCoords::per_kv_head(p.attn, num_kv_heads, unit); },
-      [&](const tile::TileCoords& unit, const KvPair& kv) {
-        const TmaTile tiles[2] = {{&p.k_map, unit.kv_head, kv.k}, {&p.v_map, unit.kv_head, kv.v}};
-        load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, *kv.full);
-      },
-      [&](const tile::TileCoords& unit, int n, unsigned char* slot, Barrier& full) {
-        const int head = unit.q_head + n / kHeadTensors;
-        const TmaTile tiles[1] = {n % kHeadTensors == kHeadDout ? TmaTile{&p.dout_map, head, slot}
-                                                                : TmaTile{&p.q_map, head, slot}};
-        load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
-      },
-      [&](const tile::TileCoords& unit, int u, int first, int consumer)
-          BLOCKATTN_INLINE { grouped_backward_unit<T, D, kFewBlocks>(p, hooks, sm, unit, u, first, consumer); },
-      // The TMA unit reads each warp's last staged output from shared memory
-      // after the warp has moved on; the CTA must not exit before it has.
-      [] {
-        if constexpr (Cfg::kStoresByTma) wait_store_reads(threadIdx.x % 32);
-      });
+  const int num_units = p.attn.schedule.block_count() * num_kv_heads;
+  auto coords_of = [&](int unit) { return tile::TileCoords::per_kv_head(p.attn, num_kv_heads, unit); };
+  auto load_kv = [&](const tile::TileCoords& unit, const KvPair& kv) {
+    const TmaTile tiles[2] = {{&p.k_map, unit.kv_head, kv.k}, {&p.v_map, unit.kv_head, kv.v}};
+    load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, *kv.full);
+  };
+  auto load_head = [&](const tile::TileCoords& unit, int n, unsigned char* slot, Barrier& full) {
+    const int head = unit.q_head + n / kHeadTensors;
+    const TmaTile tiles[1] = {n % kHeadTensors == kHeadDout ? TmaTile{&p.dout_map, head, slot}
+                                                            : TmaTile{&p.q_map, head, slot}};
+    load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
+  };
+  auto op = [&](const tile::TileCoords& unit, int u, int first, int consumer)
+                BLOCKATTN_INLINE { grouped_backward_unit<T, D, kForm>(p, hooks, sm, unit, u, first, consumer); };
+  // The TMA unit reads each warp's last staged output from shared memory
+  // after the warp has moved on; the CTA must not exit before it has.
+  auto finish = [] {
+    if constexpr (Cfg::kStoresByTma) wait_store_reads(threadIdx.x % 32);
+  };
+  if constexpr (Cfg::kOwnWalks)
+    run_alternate_units<Cfg>(sm, num_units, coords_of, load_kv, load_head, op, finish);
+  else
+    run_grouped_ring<Cfg>(sm, num_units, p.attn.group_size, coords_of, load_kv, load_head, op, finish);
 }
 
 }  // namespace blockattn::sm90

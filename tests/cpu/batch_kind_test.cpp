@@ -72,6 +72,33 @@ TEST(BatchKind, FewBlocksWhereABackwardHasTheirKernel) {
   EXPECT_EQ(batch_kind(backward(1152 * 64 - 1, 64), kH200), BatchKind::kShort);
 }
 
+// Many blocks per sequence: where a backward row has a ManyBlocks kernel (the
+// sm_90 backward at D = 64, 64-token blocks, no rotary), 8 blocks or more on
+// average, on slower memory; everywhere else such batches are long.
+TEST(BatchKind, ManyBlocksWhereABackwardHasTheirKernel) {
+  auto backward = [](int64_t total_tokens, int head_dim) {
+    core::Problem p = batch(total_tokens, 1152, 64);
+    p.operation = Operation::kBackward;
+    p.shape.head_dim = head_dim;
+    return p;
+  };
+  EXPECT_EQ(batch_kind(backward(1629975, 64)), BatchKind::kManyBlocks);        // headline-d64: 22 blocks
+  EXPECT_EQ(batch_kind(backward(1152 * 8 * 64, 64)), BatchKind::kManyBlocks);  // the limit is inclusive
+  EXPECT_EQ(batch_kind(backward(1152 * 8 * 64 - 1, 64)), BatchKind::kLong);
+  EXPECT_EQ(batch_kind(backward(1629975, 128)), BatchKind::kLong);  // no ManyBlocks kernel at D = 128
+  EXPECT_EQ(batch_kind(backward(1629975, 64), kH100), BatchKind::kManyBlocks);
+  EXPECT_EQ(batch_kind(backward(1629975, 64), kH200), BatchKind::kLong);  // unmeasured on fast memory
+  core::Problem p = backward(1629975, 64);
+  p.operation = Operation::kForward;
+  EXPECT_EQ(batch_kind(p), BatchKind::kLong);
+  p = backward(1629975, 64);
+  p.shape.block_size = 32;
+  EXPECT_EQ(batch_kind(p), BatchKind::kLong);
+  p = backward(1629975, 64);
+  p.rotary.rotary_dim = 64;
+  EXPECT_EQ(batch_kind(p), BatchKind::kLong);
+}
+
 TEST(BatchKind, NoProductOverflow) {
   // 2^31 - 1 sequences of 2^30 tokens would overflow a 32-bit product.
   EXPECT_EQ(batch_kind(batch(int64_t{1} << 40, 2147483647, 1 << 30)), BatchKind::kShort);
@@ -89,7 +116,7 @@ TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
   if (row == nullptr) GTEST_SKIP() << "this build has no sm90 bf16 backward at head_dim 64 (BLOCKATTN_HEAD_DIMS)";
   EXPECT_TRUE(row->automatic);  // the public flag: kAuto may choose it
   EXPECT_TRUE(core::automatic_for(*row, p, kH100));
-  p.shape.total_tokens = 1629975;  // the headline batch: 1,415 tokens a sequence
+  p.shape.total_tokens = 1152 * 6 * 64;  // six blocks a sequence: long, the portable kernel's on an H100
   p.shape.num_seqs = 1152;
   EXPECT_FALSE(core::automatic_for(*row, p, kH100));
   EXPECT_FALSE(core::automatic_for(*row, p, core::DeviceTraits{}));  // unknown memory reads as slow
@@ -105,9 +132,10 @@ TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
 
 // That row is `except-long-mha-on-slow-memory`: on a device whose memory peaks
 // at 4 TB/s or more it is kAuto's for every batch, long ones included; on
-// an H100 for short batches, batches of a few blocks and grouped-query heads.
+// an H100 for short batches, batches of a few blocks or of many, and
+// grouped-query heads.
 TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
-  core::Problem p = batch(1629975, 1152, 64);  // headline: long
+  core::Problem p = batch(1152 * 6 * 64, 1152, 64);  // six blocks a sequence: long
   p.operation = Operation::kBackward;
   p.shape.dtype = DType::kBF16;
   p.shape.head_dim = 64;
@@ -125,6 +153,9 @@ TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
   EXPECT_TRUE(core::automatic_for(*row, p, kH100));
   p.shape.total_tokens = 205546;  // sweep-d64-L256-f0.7: 2.8 blocks, long at D = 64
   EXPECT_FALSE(core::automatic_for(*row, p, kH100));
+  p.shape.total_tokens = 1629975;  // headline-d64: 22 blocks, many
+  EXPECT_TRUE(core::automatic_for(*row, p, kH100));
+  EXPECT_TRUE(core::automatic_for(*row, p, kH200));
   p.shape.total_tokens = 643355;  // tail-d64: short
   p.shape.num_seqs = 20000;
   EXPECT_TRUE(core::automatic_for(*row, p, kH100));

@@ -689,12 +689,15 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PackedShortSequences);
 // packed short sequences.
 class LongWalks : public ::testing::TestWithParam<Config> {};
 
+// At most `ctas` persistent CTAs while in scope, restored however the case ends.
+struct GridCap {
+  explicit GridCap(int ctas) { core::set_persistent_grid_cap_for_testing(ctas); }
+  ~GridCap() { core::set_persistent_grid_cap_for_testing(0); }
+};
+
 TEST_P(LongWalks, MatchesReference) {
   REQUIRE_GPU();
-  struct GridCap {  // restored however the case ends
-    explicit GridCap(int ctas) { core::set_persistent_grid_cap_for_testing(ctas); }
-    ~GridCap() { core::set_persistent_grid_cap_for_testing(0); }
-  } cap(3);
+  GridCap cap(3);
   std::mt19937_64 rng = testing::test_rng();
   run_case(GetParam(), test_lengths(rng), rng);
 }
@@ -741,8 +744,9 @@ INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets, ::testing::ValuesIn(malformed_co
 // Each kind of batch (core/batch_kind.h) on the kernel it picks in a row:
 // sequences shorter than a block on average (ShortSequences variants), of a
 // few blocks (FewBlocks: the sm_90 backward at D = 64 and 128 runs them on
-// the grouped kernel with a group of one), and longer (the row's kernel).
-// The lengths are drawn around each kind's mean, the block edges included.
+// the grouped kernel with a group of one), of many (ManyBlocks: at D = 64
+// the same kernel on walks of its own), and between (the row's kernel). The
+// lengths are drawn around each kind's mean, the block edges included.
 class BatchKinds : public ::testing::TestWithParam<Config> {};
 
 TEST_P(BatchKinds, MatchReference) {
@@ -767,6 +771,24 @@ TEST_P(BatchKinds, MatchReference) {
   {
     SCOPED_TRACE("long: about 6 blocks a sequence");
     run_case(GetParam(), draw(6, 4 * b, 12 * b, {1, b + 1, 8 * b}), rng);
+  }
+  // 9.2 blocks a sequence at the least (5 x 10 + 1 + 32 blocks over 9), past
+  // core::many_blocks_min_x2's 8.
+  auto many = [&] { return draw(5, 10 * b, 16 * b, {1, b - 1, 16 * b, 16 * b + 1}); };
+  {
+    SCOPED_TRACE("many blocks: about 11 a sequence");
+    run_case(GetParam(), many(), rng);
+  }
+  {
+    SCOPED_TRACE("many blocks on three CTAs: walks of about a hundred units each");
+    GridCap cap(3);
+    run_case(GetParam(), many(), rng);
+  }
+  {
+    SCOPED_TRACE("many blocks, malformed offsets");
+    Config malformed = GetParam();
+    malformed.offsets = OffsetsKind::kMalformed;
+    run_case(malformed, many(), rng);
   }
 }
 std::vector<Config> batch_kind_configs() {
