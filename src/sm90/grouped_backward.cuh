@@ -45,6 +45,8 @@
 // ptxas allocates at 384 threads (no spills at either head dim).
 #pragma once
 
+#include <type_traits>
+
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
@@ -292,20 +294,22 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     }
   };
 
+  // Every product must see zeros past the block's end: two tiles' rows
+  // from `valid` on, zeroed by the warps that read them, this consumer's
+  // alone or both consumers', who then wait for each other.
+  auto zero_tail = [&](T* a, T* b, auto by_this_consumer) BLOCKATTN_INLINE {
+    constexpr bool kOwn = decltype(by_this_consumer)::value;
+    constexpr int kThreads = kOwn ? 128 : Cfg::kConsumerThreads;
+    tile::zero_rows_from<Layout, kRows, D, kThreads>(a, valid, kOwn ? tid : consumer_tid);
+    tile::zero_rows_from<Layout, kRows, D, kThreads>(b, valid, kOwn ? tid : consumer_tid);
+    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    named_barrier_sync(kOwn ? own_barrier : kConsumersBarrier, kThreads);
+  };
+
   kv.full->wait(kv.phase);
-  if (valid < kRows) {  // every product must see zeros past the block end: K and V once per unit
-    if constexpr (Cfg::kSplit == GroupedSplit::kUnits) {  // by the unit's owner
-      tile::zero_rows_from<Layout, kRows, D, 128>(reinterpret_cast<T*>(kv.k), valid, tid);
-      tile::zero_rows_from<Layout, kRows, D, 128>(reinterpret_cast<T*>(kv.v), valid, tid);
-      fence_async_shared();  // generic writes, read next by wgmma (async proxy)
-      named_barrier_sync(own_barrier, 128);
-    } else {  // by both consumers
-      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.k), valid, consumer_tid);
-      tile::zero_rows_from<Layout, kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.v), valid, consumer_tid);
-      fence_async_shared();
-      named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
-    }
-  }
+  if (valid < kRows)  // K and V once per unit, by its owner with alternate units
+    zero_tail(reinterpret_cast<T*>(kv.k), reinterpret_cast<T*>(kv.v),
+              std::bool_constant<Cfg::kSplit == GroupedSplit::kUnits>{});
   tile::Accumulator<kCols> dk, dv;  // this consumer's columns (or heads), summed over the group
 #pragma unroll 1
   for (int g = 0; g < p.attn.group_size; ++g) {
@@ -319,17 +323,8 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     T* const q = in.template data<T>(kHeadQ);
     T* const dout = in.template data<T>(kHeadDout);
     const uint32_t q_addr = tile::smem_u32(q), dout_addr = tile::smem_u32(dout);
-    if (valid < kRows) {  // this head's Q and dO, by the warps that read them
-      constexpr int kZeroThreads = kAllColumns ? 128 : Cfg::kConsumerThreads;
-      const int zero_tid = kAllColumns ? tid : consumer_tid;
-      tile::zero_rows_from<Layout, kRows, D, kZeroThreads>(q, valid, zero_tid);
-      tile::zero_rows_from<Layout, kRows, D, kZeroThreads>(dout, valid, zero_tid);
-      fence_async_shared();
-      if constexpr (kAllColumns)
-        named_barrier_sync(own_barrier, 128);
-      else
-        named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
-    }
+    if (valid < kRows)  // this head's Q and dO, by its consumer where one owns every column
+      zero_tail(q, dout, std::bool_constant<kAllColumns>{});
 
     // S = Q K^T and dP = dO V^T over all 64 rows, in two groups: the
     // exponentials of S run while dP's product does.
