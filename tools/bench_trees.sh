@@ -15,6 +15,12 @@
 # Environment: DIMS, BLOCKS (CMake ;-lists, default "64;128" and "64"),
 # WORKLOADS, BENCH_ARGS, ROUNDS (default 2), OUT (default gpu_out/),
 # TREE_TIMEOUT (seconds per benchmark run, default 180).
+#
+# Tests first, in the same call (a kernel change is timed only once it is
+# correct): TEST_FILTER runs the first tree's test_gpu with that GoogleTest
+# filter (and FUZZ_CASES fuzz cases, default 500), RACE_FILTER runs its
+# racecheck with that one (RACE_TIMEOUT seconds, default 150); a failure
+# stops the call before any benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH
@@ -23,6 +29,28 @@ ROUNDS=${ROUNDS:-2}
 WORKLOADS=${WORKLOADS:-headline-d64,headline-d128}
 mkdir -p "$OUT"
 [ $# -ge 1 ] || { echo "usage: tools/bench_trees.sh TREE..." >&2; exit 2; }
+
+if [ -n "${TEST_FILTER:-}${RACE_FILTER:-}" ]; then
+  test_build="build_tree_$(basename "$1")_test"
+  if ! (cmake -S "$1" -B "$test_build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" \
+      "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" && cmake --build "$test_build" -j "$(nproc)" --target test_gpu) \
+      >"$OUT/build_test.log" 2>&1; then
+    echo "test build of $1 failed:"; tail -20 "$OUT/build_test.log"; exit 1
+  fi
+  if [ -n "${TEST_FILTER:-}" ]; then
+    "$test_build/tests/test_gpu" --gtest_filter="$TEST_FILTER" --cases "${FUZZ_CASES:-500}" >"$OUT/tests.log" 2>&1
+    rc=$?
+    echo "tests of $1 (rc=$rc): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.log" | head -2 | tr '\n' ' ')"
+    [ $rc -eq 0 ] || { grep -E '^\[  FAILED' "$OUT/tests.log" | head; exit 1; }
+  fi
+  if [ -n "${RACE_FILTER:-}" ]; then
+    timeout "${RACE_TIMEOUT:-150}" compute-sanitizer --tool racecheck --error-exitcode 3 "$test_build/tests/test_gpu" \
+      --gtest_filter="$RACE_FILTER" >"$OUT/racecheck.log" 2>&1
+    rc=$?
+    echo "racecheck of $1 (rc=$rc, 124: timed out): $(grep 'RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)"
+    [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit 1
+  fi
+fi
 
 # Oversubscribed 1.5x: trees whose units finish early leave their cores to the others.
 jobs_each=$(( ($(nproc) * 3 / 2 + $# - 1) / $# ))
