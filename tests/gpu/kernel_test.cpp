@@ -797,6 +797,11 @@ std::vector<Config> batch_kind_configs() {
     Config mha{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
     mha.block_size = primary_block_size();
     configs.push_back(mha);
+    // The other dtype, an odd head count (a CTA's walk of alternate units
+    // then mixes heads and blocks unevenly), padded rows and unowned edges.
+    Config odd{DType::kFP16, d, 3, 3, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
+    odd.block_size = primary_block_size();
+    configs.push_back(odd);
   }
   return configs;
 }
