@@ -97,9 +97,10 @@ struct GroupedBackwardConfig {
   // both consumers wait for every unit's tensors, in stream order
   // (run_grouped_ring); in the ManyBlocks form each consumer walks only its
   // own units (run_alternate_units), which frees the pairs from the slots'
-  // bound below. On sequences of two or three blocks the landed walk leads
-  // by 7-10 points, from eight blocks the own walks by 1-3 (docs/perf.md,
-  // "The alternate-units ring on walks of its own").
+  // bound below. On sequences of two blocks the landed walk leads by 7-10
+  // points; from eight blocks the own walks lead the portable kernel by
+  // 0.6-2.4, and trail it by 2-3 at four to six (docs/perf.md, "The
+  // alternate-units ring on walks of its own").
   static constexpr bool kOwnWalks = kForm == GroupedForm::kManyBlocks;
   // Outputs through TMA stores (tma_store.cuh) for grouped heads, where they
   // gained 2-3 points of copy bandwidth (gqa-d128-h8x2), and on many blocks;
@@ -133,7 +134,8 @@ struct GroupedBackwardConfig {
   // Consumer 1's fp32 dK and dV, [register][thread], with alternating heads.
   static constexpr int kExchangeBytes = kSplit == GroupedSplit::kHeads ? 2 * kCols / 2 * 128 * 4 : 0;
   static constexpr int kScratchBytes = kKvBytes + kProbBytes + kExchangeBytes + kBarrierBytes;
-  // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64.
+  // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64,
+  // 12 beside the ManyBlocks form's six pairs.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
   // Alternate units on the landed walk: every pair serves one consumer
