@@ -40,30 +40,22 @@ struct KernelLauncher {
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
-template <typename Of, typename = void>
-struct ShortSequencesOf {
-  using type = Of;  // no variant: the row's kernel serves short batches too
-};
-template <typename Of>
-struct ShortSequencesOf<Of, std::void_t<typename Of::ShortSequences>> {
-  using type = typename Of::ShortSequences;
-};
-template <typename Of, typename = void>
-struct FewBlocksOf {
-  using type = Of;  // no variant: the row's kernel serves batches of a few blocks too
-};
-template <typename Of>
-struct FewBlocksOf<Of, std::void_t<typename Of::FewBlocks>> {
-  using type = typename Of::FewBlocks;
-};
-template <typename Of, typename = void>
-struct ManyBlocksOf {
-  using type = Of;  // no variant: the row's kernel serves batches of many blocks too
-};
-template <typename Of>
-struct ManyBlocksOf<Of, std::void_t<typename Of::ManyBlocks>> {
-  using type = typename Of::ManyBlocks;
-};
+// ShortSequencesOf, FewBlocksOf and ManyBlocksOf: NameOf<Of>::type is the
+// row's nested variant `Name` where it has one, else
+// the row's kernel itself, which then serves that kind of batch too.
+#define BLOCKATTN_BATCH_VARIANT_OF(Name)                \
+  template <typename Of, typename = void>               \
+  struct Name##Of {                                     \
+    using type = Of;                                    \
+  };                                                    \
+  template <typename Of>                                \
+  struct Name##Of<Of, std::void_t<typename Of::Name>> { \
+    using type = typename Of::Name;                     \
+  };
+BLOCKATTN_BATCH_VARIANT_OF(ShortSequences)
+BLOCKATTN_BATCH_VARIANT_OF(FewBlocks)
+BLOCKATTN_BATCH_VARIANT_OF(ManyBlocks)
+#undef BLOCKATTN_BATCH_VARIANT_OF
 template <typename Of, typename = void>
 constexpr bool kHasGroupedVariant = false;  // the row's kernel serves grouped heads itself, or its backend refuses them
 template <typename Of>

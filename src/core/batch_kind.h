@@ -32,6 +32,14 @@ inline constexpr int kFastMemoryGBps = 4000;
 
 enum class BatchKind { kLong, kFewBlocks, kManyBlocks, kShort };
 
+// The problems whose sm_90 row has the grouped kernel's ring forms for a
+// group of one (the backward at 64-token blocks, no rotary: what
+// sm90::grouped_backward_kernel() holds for), the only ones a batch can be
+// kFewBlocks or kManyBlocks for.
+constexpr bool has_ring_forms(Operation op, int block_size, bool rotary) {
+  return op == Operation::kBackward && block_size == 64 && !rotary;
+}
+
 // Twice the mean blocks per sequence under which a batch is kFewBlocks, for
 // the problems that have a FewBlocks kernel (0: none). The sm_90 backward
 // at D = 64 and 128 (64-token blocks, no rotary) runs such batches on its
@@ -43,7 +51,7 @@ enum class BatchKind { kLong, kFewBlocks, kManyBlocks, kShort };
 // (docs/perf.md, "The MHA backward on the grouped kernel's ring, for
 // sequences of a few blocks").
 constexpr int few_blocks_limit_x2(Operation op, int head_dim, int block_size, bool rotary) {
-  if (op != Operation::kBackward || block_size != 64 || rotary) return 0;
+  if (!has_ring_forms(op, block_size, rotary)) return 0;
   return head_dim == 64 ? 5 : head_dim == 128 ? 7 : 0;
 }
 
@@ -56,9 +64,9 @@ constexpr int few_blocks_limit_x2(Operation op, int head_dim, int block_size, bo
 // copy bandwidth where sequences average 8 blocks or more, and trails by
 // 2-3 where they average 4-6 (partial tiles unbalance the consumers' walks);
 // unmeasured on fast memory, where such batches stay long (docs/perf.md,
-// "The alternate-units ring on walks of their own").
+// "The alternate-units ring on walks of its own").
 constexpr int many_blocks_min_x2(Operation op, int head_dim, int block_size, bool rotary) {
-  if (op != Operation::kBackward || block_size != 64 || rotary) return 0;
+  if (!has_ring_forms(op, block_size, rotary)) return 0;
   return head_dim == 64 ? 16 : 0;
 }
 

@@ -24,6 +24,14 @@ core::Problem batch(int64_t total_tokens, int num_seqs, int block_size) {
   return p;
 }
 
+// A backward of the sweep's 1152 sequences in 64-token blocks.
+core::Problem backward(int64_t total_tokens, int head_dim) {
+  core::Problem p = batch(total_tokens, 1152, 64);
+  p.operation = Operation::kBackward;
+  p.shape.head_dim = head_dim;
+  return p;
+}
+
 TEST(BatchKind, ShortWhenSequencesAverageUnderOneBlock) {
   EXPECT_EQ(batch_kind(batch(643355, 20000, 64)), BatchKind::kShort);  // tail-d64: 32 tokens a sequence
   EXPECT_EQ(batch_kind(batch(1629975, 1152, 64)), BatchKind::kLong);   // headline: 1,415
@@ -41,12 +49,6 @@ TEST(BatchKind, OneBlockOnAverageIsLong) {
 // sm_90 backward at D = 64 and 128, 64-token blocks, no rotary), under 2.5
 // and 3.5 blocks on average; everywhere else such batches are long.
 TEST(BatchKind, FewBlocksWhereABackwardHasTheirKernel) {
-  auto backward = [](int64_t total_tokens, int head_dim) {
-    core::Problem p = batch(total_tokens, 1152, 64);
-    p.operation = Operation::kBackward;
-    p.shape.head_dim = head_dim;
-    return p;
-  };
   EXPECT_EQ(batch_kind(backward(152135, 64)), BatchKind::kFewBlocks);  // sweep-d64-L256-f0.5: 2.06 blocks
   EXPECT_EQ(batch_kind(backward(205546, 64)), BatchKind::kLong);       // sweep-d64-L256-f0.7: 2.79
   EXPECT_EQ(batch_kind(backward(205546, 128)), BatchKind::kFewBlocks);
@@ -76,12 +78,6 @@ TEST(BatchKind, FewBlocksWhereABackwardHasTheirKernel) {
 // sm_90 backward at D = 64, 64-token blocks, no rotary), 8 blocks or more on
 // average, on slower memory; everywhere else such batches are long.
 TEST(BatchKind, ManyBlocksWhereABackwardHasTheirKernel) {
-  auto backward = [](int64_t total_tokens, int head_dim) {
-    core::Problem p = batch(total_tokens, 1152, 64);
-    p.operation = Operation::kBackward;
-    p.shape.head_dim = head_dim;
-    return p;
-  };
   EXPECT_EQ(batch_kind(backward(1629975, 64)), BatchKind::kManyBlocks);        // headline-d64: 22 blocks
   EXPECT_EQ(batch_kind(backward(1152 * 8 * 64, 64)), BatchKind::kManyBlocks);  // the limit is inclusive
   EXPECT_EQ(batch_kind(backward(1152 * 8 * 64 - 1, 64)), BatchKind::kLong);
