@@ -80,14 +80,22 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 }
 
 // The frame for a group of one whose consumers take alternate units
-// (GroupedBackwardConfig::kOwnWalks): consumer c runs the CTA's entries
-// i = c, c + 2, ... of its walk, i counting every entry of the tiles table,
-// empty ones too, and reads only its own entries, each one ahead of use.
+// (GroupedBackwardConfig::kOwnWalks). The CTA walks unit pairs q =
+// blockIdx.x, blockIdx.x + gridDim.x, ...; pair q is table entries 2q and
+// 2q + 1 (with an even head count, heads 2j and 2j + 1 of one block), and
+// its k-th pair's entry 2q + c is unit i = 2k + c of the CTA, consumer c's.
+// The producer issues both units' K and V, then both dO, then both Q, back
+// to back, so that a head's 128-byte row pieces and its neighbour's are read
+// (and, by the two consumers, written) together, as D = 128's two column
+// chunks are: 92% of copy where one head at a time read 89 (perf.md, "Heads
+// in pairs"). Each consumer reads only its own entries, one pair ahead.
+//
 // Unit i's dO and Q are tensors 2i and 2i + 1 of the ring's stream, its K and
-// V pair i % kKvPairs; an empty entry still takes its slots and pair, landed
-// with no bytes (the producer arrives without a transaction count), and its
-// owner waits for them and hands them back like any unit's (op sees the
-// empty coords), so that every barrier's phases advance in step.
+// V pair i % kKvPairs. An empty entry (an empty tile of the table, or the
+// missing partner of a lone last unit) still takes its slots and pair,
+// landed with no bytes (the producer arrives without a transaction count),
+// and its owner waits for them and hands them back like any unit's (op sees
+// the empty coords), so that every barrier's phases advance in step.
 //
 // Deadlock check: with an even slot count per unit pair and an even pair
 // count, a slot's and a pair's previous user is unit i - kSlots / 2 or
@@ -109,47 +117,55 @@ __device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_unit
     fence_barrier_init();
   }
   __syncthreads();
-  // visit(coords, k) for entries first, first + stride, ... (the k-th), the
-  // next entry's coords read while this one is visited.
-  auto walk = [&](int first, int stride, auto&& visit) BLOCKATTN_INLINE {
-    if (first >= num_units) return;
-    auto next = coords_of(first);
-    for (int unit = first, k = 0; unit < num_units; unit += stride, ++k) {
-      const auto coords = next;
-      if (unit + stride < num_units) next = coords_of(unit + stride);
-      visit(coords, k);
+  const int num_pairs = (num_units + 1) / 2;
+  auto entry = [&](int unit) BLOCKATTN_INLINE {  // one past the table: the lone last unit's empty partner
+    auto coords = coords_of(unit < num_units ? unit : num_units - 1);
+    if (unit >= num_units) coords.block.row_count = 0;
+    return coords;
+  };
+  // Lands `bytes` on `full` by issue(), or, for an empty entry, arrives with none.
+  auto land = [](Barrier& full, bool empty, uint32_t bytes, auto&& issue) BLOCKATTN_INLINE {
+    if (empty) {
+      full.arrive();
+    } else {
+      full.arrive_expect_tx(bytes);  // rows past T are zero-filled but counted
+      issue();
     }
   };
   split_roles<Cfg>(
       [&]() BLOCKATTN_INLINE {
-        walk(blockIdx.x, gridDim.x, [&](const auto& coords, int i) BLOCKATTN_INLINE {
-          const bool empty = coords.block.row_count == 0;
-          const KvPair kv = sm.pair(i);
-          kv.empty->wait(kv.phase ^ 1);
-          if (empty) {
-            kv.full->arrive();
-          } else {
-            kv.full->arrive_expect_tx(2 * Cfg::kSlotBytes);
-            load_kv(coords, kv);
+        for (int q = blockIdx.x, k = 0; q < num_pairs; q += gridDim.x, ++k) {
+          const decltype(entry(0)) units[2] = {entry(2 * q), entry(2 * q + 1)};
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const auto& coords = units[c];
+            const KvPair kv = sm.pair(2 * k + c);
+            kv.empty->wait(kv.phase ^ 1);
+            land(*kv.full, coords.block.row_count == 0, 2 * Cfg::kSlotBytes, [&] { load_kv(coords, kv); });
           }
 #pragma unroll
-          for (int n = 0; n < kHeadTensors; ++n) {
-            const auto slot = RingSlot<Cfg::kSlots>::of(kHeadTensors * i + n);
-            sm.ring.empty[slot.stage].wait(slot.empty_parity());
-            if (empty) {
-              sm.ring.full[slot.stage].arrive();
-            } else {
-              sm.ring.full[slot.stage].arrive_expect_tx(Cfg::kSlotBytes);  // rows past T are zero-filled but counted
-              load_head(coords, n, sm.ring.base + slot.stage * Cfg::kSlotBytes, sm.ring.full[slot.stage]);
+          for (int n = 0; n < kHeadTensors; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const auto& coords = units[c];
+              const auto slot = RingSlot<Cfg::kSlots>::of(kHeadTensors * (2 * k + c) + n);
+              Barrier& full = sm.ring.full[slot.stage];
+              sm.ring.empty[slot.stage].wait(slot.empty_parity());
+              land(full, coords.block.row_count == 0, Cfg::kSlotBytes,
+                   [&] { load_head(coords, n, sm.ring.base + slot.stage * Cfg::kSlotBytes, full); });
             }
-          }
-        });
+        }
       },
       [&](int consumer) BLOCKATTN_INLINE {
-        walk(blockIdx.x + consumer * gridDim.x, 2 * gridDim.x, [&](const auto& coords, int k) BLOCKATTN_INLINE {
-          const int i = 2 * k + consumer;
-          op(coords, i, kHeadTensors * i, consumer);
-        });
+        if (blockIdx.x < num_pairs) {
+          auto next = entry(2 * blockIdx.x + consumer);
+          for (int q = blockIdx.x, k = 0; q < num_pairs; q += gridDim.x, ++k) {
+            const auto coords = next;
+            if (q + gridDim.x < num_pairs) next = entry(2 * (q + gridDim.x) + consumer);
+            const int i = 2 * k + consumer;
+            op(coords, i, kHeadTensors * i, consumer);
+          }
+        }
         finish();
       });
 }
