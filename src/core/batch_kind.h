@@ -23,7 +23,7 @@ namespace core {
 // changes: the portable D = 64 backward falls from 86% of copy on an H100 to
 // 73% on an H200, where the sm90 one keeps 86% (docs/perf.md, "kAuto by
 // memory peak"); the FewBlocks kernels below lead on an H100 and trail by
-// 18-22 points on an H200.
+// 18-22 points on an H200, while the ManyBlocks kernel leads on both.
 struct DeviceTraits {
   int memory_peak_gbps = 0;
 };
@@ -60,11 +60,13 @@ constexpr int few_blocks_limit_x2(Operation op, int head_dim, int block_size, bo
 // at D = 64 (64-token blocks, no rotary) runs such batches on its grouped
 // kernel's ring, a group of one, with each consumer walking its own units.
 // Measured on the H100 against the portable kernel, which kAuto takes for
-// long MHA batches at D = 64 on slower memory: it leads by 0.6-2.4 points of
-// copy bandwidth where sequences average 8 blocks or more, and trails by
-// 2-3 where they average 4-6 (partial tiles unbalance the consumers' walks);
-// unmeasured on fast memory, where such batches stay long (docs/perf.md,
-// "The alternate-units ring on walks of its own").
+// long MHA batches at D = 64 on slower memory: with heads in pairs it leads
+// by 3-5 points of copy bandwidth where sequences average 8 blocks or more
+// (it trailed by 2-3 at 4-6 blocks before pairing: partial tiles unbalance
+// the consumers' walks). On an H200 it leads the sm_90 per-tile kernel,
+// which kAuto takes there, by 1-5 points at 8 to 32 blocks, so fast memory
+// has it too (docs/perf.md, "The alternate-units ring on walks of its own"
+// and "Heads in pairs").
 constexpr int many_blocks_min_x2(Operation op, int head_dim, int block_size, bool rotary) {
   if (!has_ring_forms(op, block_size, rotary)) return 0;
   return head_dim == 64 ? 16 : 0;
@@ -80,9 +82,9 @@ inline bool grouped_backward(const core::Problem& p) {
 inline BatchKind batch_kind(const core::Problem& p, const core::DeviceTraits& device = {}) {
   const int64_t block_tokens = static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size;
   if (p.shape.total_tokens < block_tokens) return BatchKind::kShort;
-  if (device.memory_peak_gbps >= core::kFastMemoryGBps) return BatchKind::kLong;
   const bool rotary = p.fusion() == core::Fusion::kRotary;
-  const int limit = few_blocks_limit_x2(p.operation, p.shape.head_dim, p.shape.block_size, rotary);
+  const bool fast_memory = device.memory_peak_gbps >= core::kFastMemoryGBps;  // FewBlocks kernels trail there
+  const int limit = fast_memory ? 0 : few_blocks_limit_x2(p.operation, p.shape.head_dim, p.shape.block_size, rotary);
   if (2 * p.shape.total_tokens < limit * block_tokens) return BatchKind::kFewBlocks;
   const int many = many_blocks_min_x2(p.operation, p.shape.head_dim, p.shape.block_size, rotary);
   if (many > 0 && 2 * p.shape.total_tokens >= many * block_tokens) return BatchKind::kManyBlocks;

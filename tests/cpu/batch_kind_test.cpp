@@ -76,14 +76,15 @@ TEST(BatchKind, FewBlocksWhereABackwardHasTheirKernel) {
 
 // Many blocks per sequence: where a backward row has a ManyBlocks kernel (the
 // sm_90 backward at D = 64, 64-token blocks, no rotary), 8 blocks or more on
-// average, on slower memory; everywhere else such batches are long.
+// average, on any memory; everywhere else such batches are long.
 TEST(BatchKind, ManyBlocksWhereABackwardHasTheirKernel) {
   EXPECT_EQ(batch_kind(backward(1629975, 64)), BatchKind::kManyBlocks);        // headline-d64: 22 blocks
   EXPECT_EQ(batch_kind(backward(1152 * 8 * 64, 64)), BatchKind::kManyBlocks);  // the limit is inclusive
   EXPECT_EQ(batch_kind(backward(1152 * 8 * 64 - 1, 64)), BatchKind::kLong);
   EXPECT_EQ(batch_kind(backward(1629975, 128)), BatchKind::kLong);  // no ManyBlocks kernel at D = 128
   EXPECT_EQ(batch_kind(backward(1629975, 64), kH100), BatchKind::kManyBlocks);
-  EXPECT_EQ(batch_kind(backward(1629975, 64), kH200), BatchKind::kLong);  // unmeasured on fast memory
+  EXPECT_EQ(batch_kind(backward(1629975, 64), kH200), BatchKind::kManyBlocks);  // it leads there too
+  EXPECT_EQ(batch_kind(backward(1152 * 8 * 64 - 1, 64), kH200), BatchKind::kLong);
   core::Problem p = backward(1629975, 64);
   p.operation = Operation::kForward;
   EXPECT_EQ(batch_kind(p), BatchKind::kLong);
