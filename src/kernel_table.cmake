@@ -46,9 +46,10 @@ set(BLOCKATTN_KERNEL_TABLE
   # mqa-d64-h8x1 87.5-95.4% against sm80's 73.2-77.0% (H100); so do
   # batches of a few blocks per sequence (BatchKind::kFewBlocks, slower
   # memory only), a group of one: sweep-d64-L256-f0.5 86.0-87.4% against
-  # sm80's 81.1-81.5% (H100); and batches of many (kManyBlocks, 8 or more,
-  # slower memory only), a group of one on walks of its own: headline-d64
-  # 88.9-89.7% against sm80's 87.3-88.0% (H100, 2026-11-26).
+  # sm80's 81.1-81.5% (H100); and batches of many (kManyBlocks, 8 or more),
+  # a group of one on walks of its own, heads in pairs: headline-d64
+  # 91.8-92.5% against sm80's 87.3-88.0% (H100), and 89.3-89.4% against
+  # this row's per-tile kernel's 84.7-86.8% (H200, 2026-11-27).
   "sm90     backward   64        64          bf16,fp16  none         except-long-mha-on-slow-memory"
   "sm90     backward   64        64          bf16,fp16  rotary       auto"    # 6.16 vs sm80's 7.77 ms (docs/perf.md, "Build time")
   "sm90     backward   128       64          bf16,fp16  none,rotary  auto"    # rotary: 6.95 vs sm80's 7.73 ms

@@ -61,9 +61,10 @@ constexpr int few_blocks_limit_x2(Operation op, int head_dim, int block_size, bo
 // kernel's ring, a group of one, with each consumer walking its own units.
 // Measured on the H100 against the portable kernel, which kAuto takes for
 // long MHA batches at D = 64 on slower memory: with heads in pairs it leads
-// by 3-5 points of copy bandwidth where sequences average 8 blocks or more
-// (it trailed by 2-3 at 4-6 blocks before pairing: partial tiles unbalance
-// the consumers' walks). On an H200 it leads the sm_90 per-tile kernel,
+// by 3-5 points of copy bandwidth where sequences average 8 blocks or more,
+// and still trails by 1.5-4 on the sweep's shorter lengths
+// (sweep-d64-L256-f0.7, L512-f0.5, L512-f0.7): partial tiles unbalance the
+// consumers' walks. On an H200 it leads the sm_90 per-tile kernel,
 // which kAuto takes there, by 1-5 points at 8 to 32 blocks, so fast memory
 // has it too (docs/perf.md, "The alternate-units ring on walks of its own"
 // and "Heads in pairs").

@@ -8,9 +8,9 @@
 // of copy bandwidth faster than the per-tile kernels, and slower on longer
 // sequences (docs/perf.md, "The MHA backward on the grouped kernel's ring");
 // and at D = 64 for batches of many blocks (kManyBlocks) in a form whose
-// consumers walk their own units, 0.6-2.4 points faster than the portable
-// kernel there (docs/perf.md, "The alternate-units ring on walks of its
-// own"). GroupedForm names the three.
+// consumers walk their own units, heads in pairs, 3-5 points faster than
+// the portable kernel there (docs/perf.md, "The alternate-units ring on
+// walks of its own" and "Heads in pairs"). GroupedForm names the three.
 //
 // Frame: grouped_ring.cuh. A unit's K and V land once in one of two K/V
 // pairs; each head's dO and Q stream through a ring of one-tensor slots. DRAM
@@ -98,9 +98,10 @@ struct GroupedBackwardConfig {
   // (run_grouped_ring); in the ManyBlocks form each consumer walks only its
   // own units (run_alternate_units), which frees the pairs from the slots'
   // bound below. On sequences of two blocks the landed walk leads by 7-10
-  // points; from eight blocks the own walks lead the portable kernel by
-  // 0.6-2.4, and trail it by 2-3 at four to six (docs/perf.md, "The
-  // alternate-units ring on walks of its own").
+  // points; from eight blocks the own walks, heads in pairs, lead the
+  // portable kernel by 3-5, and trail it by 1.5-4 at four to six
+  // (docs/perf.md, "The alternate-units ring on walks of its own" and
+  // "Heads in pairs").
   static constexpr bool kOwnWalks = kForm == GroupedForm::kManyBlocks;
   // Outputs through TMA stores (tma_store.cuh) for grouped heads, where they
   // gained 2-3 points of copy bandwidth (gqa-d128-h8x2), and on many blocks;
