@@ -56,8 +56,10 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm90     backward   32        64          bf16,fp16  none         auto"    # 93% of copy (exact 32-column boxes) vs sm80's 64.7%
   "sm90     backward   32        64          bf16,fp16  rotary       manual"  # sm80 faster with rotary: 8.88 vs 15.36 ms
   "sm90     backward   96        64          bf16,fp16  none,rotary  manual"  # sm80 faster: 85.0-85.4% vs 71.6-73.3% (25% more tiles than D = 128 per byte)
-  "sm90     backward   160       64          bf16,fp16  none,rotary  auto"    # 79.1-79.4% of copy (exact 32-column boxes) vs sm80's 77.8-78.3%
-  "sm90     backward   192       64          bf16,fp16  none,rotary  auto"    # 86.1-86.9% of copy vs sm80's 76.8-77.3% (two 96 KB stages)
+  # At D = 160 and 192 a CTA takes its two consumers' tiles from neighbouring
+  # heads (frame.cuh's cta_tile): +5.5 and +4 points (2026-11-27).
+  "sm90     backward   160       64          bf16,fp16  none,rotary  auto"    # 84.4-84.9% of copy (exact 32-column boxes) vs sm80's 77.8-78.3%
+  "sm90     backward   192       64          bf16,fp16  none,rotary  auto"    # 89.8-90.2% of copy vs sm80's 76.8-77.3% (two 96 KB stages)
   # Both consumers share a tile, by output columns (sm90/column_split_backward.cuh).
   "sm90     backward   224       64          bf16,fp16  none,rotary  auto"    # 80.7-81.0% of copy (exact boxes, TMA stores)
   "sm90     backward   256       64          bf16,fp16  none,rotary  auto"    # 92.0-92.6%

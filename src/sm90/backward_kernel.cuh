@@ -87,6 +87,13 @@ struct BackwardConfig {
   // (zeroed rows, dS^T in V's buffer; frame.cuh says what racecheck saw).
   static constexpr bool kReleasePerThread = true;
   static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's ScheduleReader)
+  // Where a head's rows are 320 or 384 bytes, the CTA takes a tile per
+  // consumer of neighbouring heads at a time (frame.cuh's cta_tile), their
+  // row pieces loaded together: headdim-d160-h3 79.0 -> 84.4-84.9% of copy,
+  // headdim-d192-h3 86.1 -> 89.8-90.2 (H100). At D = 64 and 128 it lost
+  // tail-d64 6.5 points and tail-d128 3, and gained headline-d128 0.4
+  // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame").
+  static constexpr int kNeighbourTiles = D == 160 || D == 192 ? kConsumers : 1;
 };
 
 template <typename T, int D, int B, bool S>

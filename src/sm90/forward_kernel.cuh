@@ -79,6 +79,10 @@ struct ForwardConfig {
   // at D = 32 and at sweep-d64, and 3 points slower at sweep-d128-L256-f0.5
   // (docs/perf.md, "A regression at 128-token blocks, found by the sweep").
   static constexpr bool kConsumersReadAhead = D <= 64;
+  // Neighbouring heads to neighbouring CTAs (frame.cuh's cta_tile): a CTA
+  // taking them together cost headline-d64 7 points and tail-d64 13
+  // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame").
+  static constexpr int kNeighbourTiles = 1;
 };
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.

@@ -137,7 +137,26 @@ struct ScheduleReader {
   }
 };
 
-// The producer's walk over the CTA's tiles (tile = blockIdx.x + i * gridDim.x).
+// The CTA's i-th tile. With Cfg::kNeighbourTiles = 1, tile = blockIdx.x +
+// i * gridDim.x: neighbouring tiles (neighbouring heads of one block) go to
+// neighbouring CTAs. With kNeighbourTiles = kConsumers, the CTA takes that
+// many neighbouring tiles at a time, one per consumer, so that the producer
+// loads those heads' row pieces together. Either order is increasing in i,
+// so a walk ends at its first tile past the table.
+template <typename Cfg>
+__device__ __forceinline__ int cta_tile(int i) {
+  constexpr int W = Cfg::kNeighbourTiles;
+  static_assert(W == 1 || W == Cfg::kConsumers, "a consumer's tiles one stride apart (consume_tiles)");
+  return W * (blockIdx.x + i / W * gridDim.x) + i % W;
+}
+// cta_tile(i + 1) - cta_tile(i).
+template <typename Cfg>
+__device__ __forceinline__ int cta_tile_step(int i) {
+  constexpr int W = Cfg::kNeighbourTiles;
+  return i % W == W - 1 ? W * gridDim.x - (W - 1) : 1;
+}
+
+// The producer's walk over the CTA's tiles (cta_tile).
 // Where the table may hold empty entries (Cfg::kEmptyEntries: the packed
 // tiles table of the backward and of the short-sequence forward), an empty
 // one still takes its ring slot, unloaded, so that producer and consumers
@@ -148,7 +167,7 @@ template <typename Cfg, typename CoordsOf, typename Load>
 __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
                                               Load&& load) {
   int i = 0;
-  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, ++i) {
+  for (int tile = cta_tile<Cfg>(0); tile < num_tiles; tile += cta_tile_step<Cfg>(i), ++i) {
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     empty[slot.stage].wait(slot.empty_parity());
     const auto coords = coords_of(tile);  // after the wait: read earlier, it cost the forward 3% (ScheduleReader)
@@ -161,13 +180,14 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
   }
 }
 
-// Consumer c's walk: the CTA's tiles c, c + kConsumers, ... in the producer's order.
+// Consumer c's walk: the CTA's tiles c, c + kConsumers, ... in the producer's order,
+// each kConsumers * gridDim.x after the one before (cta_tile).
 template <typename Cfg, typename CoordsOf, typename TileOp>
 __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int num_tiles, int consumer,
                                               CoordsOf&& coords_of, TileOp&& op) {
   static_assert(Cfg::kStages > Cfg::kConsumers || !kSharedStages<Cfg>,
                 "the wait on the previous release below needs more stages than consumers");
-  const int first = blockIdx.x + consumer * gridDim.x, stride = Cfg::kConsumers * gridDim.x;
+  const int first = cta_tile<Cfg>(consumer), stride = Cfg::kConsumers * gridDim.x;
   ScheduleReader<Cfg::kConsumersReadAhead, CoordsOf> schedule(coords_of, first, stride, num_tiles);
   int i = consumer;
   for (int tile = first; tile < num_tiles; tile += stride, i += Cfg::kConsumers) {
