@@ -38,14 +38,23 @@ def rotary_ratios(runs, workload):
             f"{ratios(runs, workload, 'rotary_bf16_bwd_ms', 'bwd_ms')}")
 
 
+def has_rotary(runs):
+    return any(x.get("rotary_fwd_ms", 0) > 0 for run in runs for x in run.values())
+
+
 def trees_table(trees):
-    """One line per tree and workload: every round's % of copy, forward and backward."""
-    print(f"{'tree':<12} {'workload':<24} {'fwd % of copy':<24} bwd % of copy")
-    for name, *paths in trees:
-        runs = load(paths)
+    """One line per tree and workload: every round's % of copy, forward and
+    backward, and the rotary ratios where the runs had --rotary (session 29
+    lost a device call to reading them from logs that did not come back)."""
+    loaded = [(name, load(paths)) for name, *paths in trees]
+    rotary = any(has_rotary(runs) for _, runs in loaded)
+    print((f"{'tree':<12} {'workload':<24} {'fwd % of copy':<24} {'bwd % of copy':<24}" +
+           ("rotary/plain fwd, bwd (fp32 table; bf16 table)" if rotary else "")).rstrip())
+    for name, runs in loaded:
         for workload in runs[0] if runs else []:
-            print(f"{name:<12} {workload:<24} {figures(runs, workload, 'fwd_pct_copy'):<24} "
-                  f"{figures(runs, workload, 'bwd_pct_copy')}")
+            line = (f"{name:<12} {workload:<24} {figures(runs, workload, 'fwd_pct_copy'):<24} "
+                    f"{figures(runs, workload, 'bwd_pct_copy'):<24}")
+            print((line + (rotary_ratios(runs, workload) if rotary else "")).rstrip())
 
 
 def main():
@@ -63,7 +72,7 @@ def main():
     base, new = load(args.base), load(args.new)
     if not base or not new:
         raise SystemExit("ab_summary: no results for one side")
-    rotary = any(x["rotary_fwd_ms"] > 0 for run in new for x in run.values())
+    rotary = has_rotary(new)
     head = f"{'workload':24s} {'fwd % base':>18s} {'fwd % new':>18s} {'bwd % base':>18s} {'bwd % new':>18s}"
     print(head + ("   rotary/plain fwd, bwd (fp32 table; bf16 table): base | new" if rotary else ""))
     for workload in new[0]:
