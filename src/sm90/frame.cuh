@@ -13,6 +13,7 @@
 
 #include <cuda/std/utility>
 
+#include "schedule/cta_walk.h"
 #include "sm90/sync.cuh"
 
 // The lambdas that carry a tile's products through the frame are
@@ -137,23 +138,20 @@ struct ScheduleReader {
   }
 };
 
-// The CTA's i-th tile. With Cfg::kNeighbourTiles = 1, tile = blockIdx.x +
-// i * gridDim.x: neighbouring tiles (neighbouring heads of one block) go to
-// neighbouring CTAs. With kNeighbourTiles = kConsumers, the CTA takes that
-// many neighbouring tiles at a time, one per consumer, so that the producer
-// loads those heads' row pieces together. Either order is increasing in i,
-// so a walk ends at its first tile past the table.
+// The CTA's i-th tile (schedule/cta_walk.h). With Cfg::kNeighbourTiles = 1,
+// tile = blockIdx.x + i * gridDim.x: neighbouring tiles (neighbouring heads
+// of one block) go to neighbouring CTAs. With kNeighbourTiles = kConsumers,
+// the CTA takes that many neighbouring tiles at a time, one per consumer,
+// so that the producer loads those heads' row pieces together.
 template <typename Cfg>
 __device__ __forceinline__ int cta_tile(int i) {
-  constexpr int W = Cfg::kNeighbourTiles;
-  static_assert(W == 1 || W == Cfg::kConsumers, "a consumer's tiles one stride apart (consume_tiles)");
-  return W * (blockIdx.x + i / W * gridDim.x) + i % W;
+  static_assert(Cfg::kNeighbourTiles == 1 || Cfg::kNeighbourTiles == Cfg::kConsumers,
+                "a consumer's tiles one stride apart (consume_tiles)");
+  return schedule::cta_tile(Cfg::kNeighbourTiles, blockIdx.x, gridDim.x, i);
 }
-// cta_tile(i + 1) - cta_tile(i).
 template <typename Cfg>
 __device__ __forceinline__ int cta_tile_step(int i) {
-  constexpr int W = Cfg::kNeighbourTiles;
-  return i % W == W - 1 ? W * gridDim.x - (W - 1) : 1;
+  return schedule::cta_tile_step(Cfg::kNeighbourTiles, gridDim.x, i);
 }
 
 // The producer's walk over the CTA's tiles (cta_tile).
