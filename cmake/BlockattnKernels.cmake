@@ -173,9 +173,9 @@ function(blockattn_generate_kernels out_dir sm80_var sm90_var)
       math(EXPR dense_rows "${dense_rows} + 1")
     endforeach()
   endforeach()
-  if(dense_rows EQUAL 0)
-    message(FATAL_ERROR "BLOCKATTN_HEAD_DIMS='${BLOCKATTN_HEAD_DIMS}' leaves no row of BLOCKATTN_DENSE_KERNEL_TABLE "
-                        "(src/kernel_table.cmake)")
+  if(dense_rows EQUAL 0)  # the dense API then reports every problem as not built
+    message(STATUS "blockattn: BLOCKATTN_HEAD_DIMS='${BLOCKATTN_HEAD_DIMS}' has no dense kernel "
+                   "(BLOCKATTN_DENSE_KERNEL_TABLE, src/kernel_table.cmake)")
   endif()
   _blockattn_write_if_changed("${out_dir}/blockattn_dense_kernel_table.inc" "${dense_inc}")
 

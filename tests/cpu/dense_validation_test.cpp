@@ -16,6 +16,19 @@ namespace {
 // A fake device address: validation compares and aligns pointers, never reads them.
 void* fake(uintptr_t offset) { return reinterpret_cast<void*>(uintptr_t{1} << 32 | offset); }
 
+// Whether this build has a dense kernel at head_dim 64, which valid_args()
+// describes: validation refuses a head dim that was not built before it
+// looks further (a build restricted by BLOCKATTN_HEAD_DIMS may lack it).
+bool built_d64() {
+  size_t n = 0;
+  const DenseKernelConfig* rows = dense_configs(&n);
+  for (size_t i = 0; i < n; ++i)
+    if (rows[i].head_dim == 64) return true;
+  return false;
+}
+#define REQUIRE_DENSE_D64() \
+  if (!built_d64()) GTEST_SKIP() << "this build has no dense kernel at head_dim 64 (BLOCKATTN_HEAD_DIMS)"
+
 DenseForwardArgs valid_args() {
   DenseForwardArgs a;
   a.shape = {2, 64, 4, 2, 64, DType::kBF16};
@@ -38,6 +51,7 @@ void expect_invalid(Spoil spoil, const char* needle) {
 }
 
 TEST(DenseValidation, EveryBadArgumentIsNamed) {
+  REQUIRE_DENSE_D64();
   using Args = DenseForwardArgs;
   expect_invalid([](Args& a) { a.shape.head_dim = 96; }, "head_dim");
   expect_invalid([](Args& a) { a.shape.num_q_heads = 3; }, "num_q_heads");
@@ -70,6 +84,7 @@ TEST(DenseValidation, EveryBadArgumentIsNamed) {
 }
 
 TEST(DenseValidation, InputsMayAliasAndBroadcast) {
+  REQUIRE_DENSE_D64();
   // Inputs are only read: q, k, v may share memory, and a zero stride
   // broadcasts (validation accepts it; kHopper then declines the layout).
   DenseForwardArgs a = valid_args();
@@ -101,7 +116,7 @@ TEST(DenseValidation, TheCAbiReadsItsStructAndNamesArguments) {
 TEST(DenseValidation, TheTableListsCausalAndFullKernelsPerHeadDim) {
   size_t n = 0;
   const DenseKernelConfig* rows = dense_configs(&n);
-  ASSERT_GT(n, 0u);
+  if (n == 0) GTEST_SKIP() << "this build has no dense kernel (BLOCKATTN_HEAD_DIMS has no dense row)";
   EXPECT_EQ(blockattn_dense_config_count(), n);
   for (size_t i = 0; i < n; ++i) {
     blockattn_dense_config c;
