@@ -29,11 +29,12 @@ ROUNDS=${ROUNDS:-2}
 WORKLOADS=${WORKLOADS:-headline-d64,headline-d128}
 mkdir -p "$OUT"
 [ $# -ge 1 ] || { echo "usage: tools/bench_trees.sh TREE..." >&2; exit 2; }
+# Every tree's configure, the tests' and the benchmarks' alike: one kernel set.
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}")
 
 if [ -n "${TEST_FILTER:-}${RACE_FILTER:-}" ]; then
   test_build="build_tree_$(basename "$1")_test"
-  if ! (cmake -S "$1" -B "$test_build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" \
-      "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" && cmake --build "$test_build" -j "$(nproc)" --target test_gpu) \
+  if ! (cmake -S "$1" -B "$test_build" "${configure[@]}" && cmake --build "$test_build" -j "$(nproc)" --target test_gpu) \
       >"$OUT/build_test.log" 2>&1; then
     echo "test build of $1 failed:"; tail -20 "$OUT/build_test.log"; exit 1
   fi
@@ -58,8 +59,7 @@ pids=() names=()
 for tree in "$@"; do
   name=$(basename "$tree")
   names+=("$name")
-  ( cmake -S "$tree" -B "build_tree_$name" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" \
-      "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" -DBLOCKATTN_BUILD_TESTS=OFF &&
+  ( cmake -S "$tree" -B "build_tree_$name" "${configure[@]}" -DBLOCKATTN_BUILD_TESTS=OFF &&
     cmake --build "build_tree_$name" -j "$jobs_each" --target bench_blockattn ) >"$OUT/build_$name.log" 2>&1 &
   pids+=($!)
 done

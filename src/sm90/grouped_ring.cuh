@@ -83,7 +83,10 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 // (GroupedBackwardConfig::kOwnWalks). The CTA walks unit pairs q =
 // blockIdx.x, blockIdx.x + gridDim.x, ...; pair q is table entries 2q and
 // 2q + 1 (with an even head count, heads 2j and 2j + 1 of one block), and
-// its k-th pair's entry 2q + c is unit i = 2k + c of the CTA, consumer c's.
+// its k-th pair's entry 2q + c is unit i = 2k + c of the CTA, consumer c's:
+// entry schedule::cta_tile(2, blockIdx.x, gridDim.x, i), the walk that
+// tests/cpu/cta_walk_test.cpp checks (kept in this incremental form, whose
+// machine code was timed; written through cta_tile it compiles differently).
 // The producer issues both units' K and V, then both dO, then both Q, back
 // to back, so that a head's 128-byte row pieces and its neighbour's are read
 // (and, by the two consumers, written) together, as D = 128's two column
