@@ -54,6 +54,12 @@ struct ColumnSplitBackwardConfig {
   static constexpr int kHeadDim = D;
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
   static constexpr int kConsumers = 2;
+  // Both consumers work on every tile, so the CTA takes two neighbouring
+  // heads' tiles in a row: their row pieces are neighbours in memory
+  // (headdim-d224-h2: one token's two heads are one 896-byte row). The
+  // D = 224 backward 81 -> 87% of copy (docs/perf.md, "Neighbouring tiles
+  // on the tensor ring").
+  static constexpr int kNeighbourTiles = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kBackward, D)>;  // the host's maps write this

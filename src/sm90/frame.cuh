@@ -141,8 +141,10 @@ struct ScheduleReader {
 // The CTA's i-th tile (schedule/cta_walk.h). With Cfg::kNeighbourTiles = 1,
 // tile = blockIdx.x + i * gridDim.x: neighbouring tiles (neighbouring heads
 // of one block) go to neighbouring CTAs. With kNeighbourTiles = kConsumers,
-// the CTA takes that many neighbouring tiles at a time, one per consumer,
-// so that the producer loads those heads' row pieces together.
+// the CTA takes that many neighbouring tiles at a time (one per consumer in
+// the per-tile frame, one after the other on the tensor ring, where both
+// consumers work on every tile), so that the producer loads those heads'
+// row pieces together.
 template <typename Cfg>
 __device__ __forceinline__ int cta_tile(int i) {
   static_assert(Cfg::kNeighbourTiles == 1 || Cfg::kNeighbourTiles == Cfg::kConsumers,

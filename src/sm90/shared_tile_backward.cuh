@@ -36,6 +36,10 @@ struct SharedTileBackwardConfig {
                 "whole 64-column chunks, and outputs of at most 128 columns (they are staged in the 128 x 128 P tile)");
   static constexpr int kRows = 128;  // query rows = key rows of a tile, and the TMA box rows
   static constexpr int kConsumers = 2;
+  // Two neighbouring heads' tiles in a row, as in the column-split backward:
+  // headline-d64 at 128-token blocks 83 -> 86-87% of copy (docs/perf.md,
+  // "Neighbouring tiles on the tensor ring").
+  static constexpr int kNeighbourTiles = 2;
   static constexpr int kOwnRows = kRows / kConsumers;  // query rows and key rows of one consumer
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kConsumerThreads = 128 * kConsumers;

@@ -71,7 +71,8 @@ struct TileTensors {
   }
 };
 
-// The whole frame for `num_tiles` tiles (tile = blockIdx.x + i * gridDim.x):
+// The whole frame for `num_tiles` tiles (the CTA's i-th is cta_tile(i),
+// frame.cuh, which reads Cfg::kNeighbourTiles):
 // the producer runs load(coords, n, slot, full_barrier) for tensor n of each
 // tile, every consumer warpgroup c runs op(coords, TileTensors, c) on every
 // tile. Empty entries of the tiles table (a sequence packed into an earlier
@@ -89,8 +90,8 @@ __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles,
   __syncthreads();
   split_roles<Cfg>(
       [&]() BLOCKATTN_INLINE {
-        int j = 0;
-        for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        int j = 0, i = 0;
+        for (int tile = cta_tile<Cfg>(0); tile < num_tiles; tile += cta_tile_step<Cfg>(i), ++i) {
           const auto coords = coords_of(tile);
           if (coords.block.row_count == 0) continue;
 #pragma unroll 1
@@ -103,8 +104,8 @@ __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles,
         }
       },
       [&](int consumer) BLOCKATTN_INLINE {
-        int first = 0;
-        for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        int first = 0, i = 0;
+        for (int tile = cta_tile<Cfg>(0); tile < num_tiles; tile += cta_tile_step<Cfg>(i), ++i) {
           const auto coords = coords_of(tile);
           if (coords.block.row_count == 0) continue;
           op(coords, TileTensors<Ring>{ring, first}, consumer);
