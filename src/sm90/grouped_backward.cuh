@@ -32,12 +32,10 @@
 // Warp w of a consumer owns rows 16w .. + 16 (of queries and of keys), so
 // every staged row is written and stored by one warp.
 //
-// Tile op at D = 64 (GroupedSplit::kHeads): consumer c takes heads c, c + 2,
-// ..., each with all 64 columns (S, dP and the softmax once per head), and
-// consumer 1's sums join consumer 0's through shared memory at the unit's
-// end, in that fixed order. With a group of one at D = 64
-// (GroupedSplit::kUnits), consumer c takes the CTA's units c, c + 2, ...
-// whole, each with two K/V pairs of its own (three in the ManyBlocks form).
+// Tile op at D = 64 (GroupedSplit::kUnits): consumer c takes the CTA's
+// units c, c + 2, ... whole, every head of the group with all 64 columns,
+// and sums dK and dV in its own registers, each unit with two K/V pairs of
+// its own (three on own walks).
 //
 // Registers per consumer thread: dK + dV 64 across the group (their column
 // halves at D = 128, whole at 64), S + dP 64, dQ 32, the A operands (dS rows,
@@ -63,8 +61,7 @@ namespace blockattn::sm90 {
 // How a unit's work divides between the two consumer warpgroups.
 enum class GroupedSplit {
   kColumns,  // both on every head, each on its 64 output columns (D = 128)
-  kHeads,    // alternate heads, every column; sums joined at the unit's end (D = 64)
-  kUnits,    // alternate units, each whole (a group of one at D = 64)
+  kUnits,    // alternate units, each whole, every head and column (D = 64)
 };
 
 // The kernel's forms: for grouped heads (KernelOf<...>::Grouped), and with a
@@ -82,17 +79,17 @@ struct GroupedBackwardConfig {
   static constexpr int kChunkCols = Layout::kChunkColumns;
   static constexpr int kChunks = D / kChunkCols;
   // How the consumers share the work: at D = 128 by output columns, 64 + 64,
-  // every consumer on every head; at D = 64 by heads, consumer c taking heads
-  // g = c, c + 2, ... with all 64 columns (a 32-column half would begin inside
-  // a 128-byte swizzled row, which a wgmma B descriptor cannot address; and
-  // the softmax, which both consumers repeat in the column split, weighs
-  // twice as much per byte at D = 64). Consumer 1's partial dK and dV join
-  // consumer 0's through shared memory at the unit's end, in a fixed order.
-  // With a group of one (MHA) at D = 64, the consumers take alternate units
-  // instead, each whole: no sums to join.
+  // every consumer on every head; at D = 64 by units, each whole (a 32-column
+  // half would begin inside a 128-byte swizzled row, which a wgmma B
+  // descriptor cannot address; and the softmax, which both consumers repeat
+  // in the column split, weighs twice as much per byte at D = 64). Until
+  // session 30 grouped heads at D = 64 were split by heads, consumer 1's
+  // partial dK and dV joining consumer 0's through shared memory at every
+  // unit's end: whole units on own walks read 67-75% of copy on an H200
+  // where that read 62-64, and 93 on the H100 where it read 94
+  // (mqa-d64-h8x1; docs/perf.md, "Grouped heads on walks of their own").
   static_assert(kForm != GroupedForm::kManyBlocks || D == 64, "the ManyBlocks form is measured at D = 64 only");
-  static constexpr GroupedSplit kSplit =
-      D == 64 ? (kForm == GroupedForm::kGroups ? GroupedSplit::kHeads : GroupedSplit::kUnits) : GroupedSplit::kColumns;
+  static constexpr GroupedSplit kSplit = D == 64 ? GroupedSplit::kUnits : GroupedSplit::kColumns;
   // How alternate units are walked (grouped_ring.cuh): in the FewBlocks form
   // both consumers wait for every unit's tensors, in stream order
   // (run_grouped_ring); in the ManyBlocks form each consumer walks only its
@@ -101,8 +98,11 @@ struct GroupedBackwardConfig {
   // points; from eight blocks the own walks, heads in pairs, lead the
   // portable kernel by 3-5, and trail it by 1.5-4 at four to six
   // (docs/perf.md, "The alternate-units ring on walks of its own" and
-  // "Heads in pairs").
-  static constexpr bool kOwnWalks = kForm == GroupedForm::kManyBlocks;
+  // "Heads in pairs"). Grouped heads at D = 64 walk their own units too.
+  static constexpr bool kOwnWalks = D == 64 && kForm != GroupedForm::kFewBlocks;
+  // A consumer's heads of a unit in the ring's stream: on own walks the
+  // other consumer's unit's head lies between two of them (run_alternate_units).
+  static constexpr int kHeadStride = kOwnWalks ? 2 * kHeadTensors : kHeadTensors;
   // Outputs through TMA stores (tma_store.cuh) for grouped heads, where they
   // gained 2-3 points of copy bandwidth (gqa-d128-h8x2), and on many blocks;
   // plain 16-byte stores in the FewBlocks form: on the batches it runs
@@ -126,15 +126,12 @@ struct GroupedBackwardConfig {
   // with alternate units two per consumer, or its next unit's could not land
   // while it computes, and three on own walks, two units landing: the
   // owner's K/V wait was 18% of the two-pair ring's stall samples), each
-  // consumer's P and dS tiles, the exchange below, and the barriers: the
-  // pairs' full and empty, the exchange's full and free.
+  // consumer's P and dS tiles, and the pairs' full and empty barriers.
   static constexpr int kKvPairs = kSplit == GroupedSplit::kUnits ? (kOwnWalks ? 6 : 4) : 2;
-  static constexpr int kBarrierBytes = (2 * kKvPairs + 2) * static_cast<int>(sizeof(Barrier));
+  static constexpr int kBarrierBytes = 2 * kKvPairs * static_cast<int>(sizeof(Barrier));
   static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
   static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
-  // Consumer 1's fp32 dK and dV, [register][thread], with alternating heads.
-  static constexpr int kExchangeBytes = kSplit == GroupedSplit::kHeads ? 2 * kCols / 2 * 128 * 4 : 0;
-  static constexpr int kScratchBytes = kKvBytes + kProbBytes + kExchangeBytes + kBarrierBytes;
+  static constexpr int kScratchBytes = kKvBytes + kProbBytes + kBarrierBytes;
   // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64,
   // 12 beside the ManyBlocks form's six pairs.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
@@ -147,6 +144,11 @@ struct GroupedBackwardConfig {
                 "alternate units: pairs per consumer, and more units of slots than pairs");
   static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  // The query heads of a unit: a group of one in the ManyBlocks form as a
+  // constant, its walk's head loops folded away.
+  __device__ static int unit_heads(const Params& p) {
+    return kForm == GroupedForm::kManyBlocks ? 1 : p.attn.group_size;
+  }
 };
 
 template <typename T, int D, GroupedForm kForm>
@@ -156,21 +158,15 @@ struct GroupedBackwardSmem {
   Ring ring;
   unsigned char* kv;  // kKvPairs x (K, V)
   unsigned char* probs_base;
-  float* exchange;         // Cfg::kExchangeBytes
-  Barrier* exchange_full;  // consumer 1's 128 threads have written their sums
-  Barrier* exchange_free;  // consumer 0's 128 threads have read them
-  Barrier* kv_full;        // [kKvPairs]
-  Barrier* kv_empty;       // [kKvPairs]
+  Barrier* kv_full;   // [kKvPairs]
+  Barrier* kv_empty;  // [kKvPairs]
 
   __device__ explicit GroupedBackwardSmem(unsigned char* raw) {
     ring.base = tile::align_shared_1024(raw);
     kv = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
     probs_base = kv + Cfg::kKvBytes;
-    exchange = reinterpret_cast<float*>(probs_base + Cfg::kProbBytes);
-    kv_full = reinterpret_cast<Barrier*>(probs_base + Cfg::kProbBytes + Cfg::kExchangeBytes);
+    kv_full = reinterpret_cast<Barrier*>(probs_base + Cfg::kProbBytes);
     kv_empty = kv_full + Cfg::kKvPairs;
-    exchange_full = kv_empty + Cfg::kKvPairs;
-    exchange_free = exchange_full + 1;
     ring.full = reinterpret_cast<Barrier*>(kv + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
   }
@@ -183,8 +179,6 @@ struct GroupedBackwardSmem {
       kv_full[s].init(1);
       kv_empty[s].init(Cfg::kKvReleasers);
     }
-    exchange_full->init(128);
-    exchange_free->init(128);
   }
   __device__ KvPair pair(int unit_in_stream) const {
     const auto slot = RingSlot<Cfg::kKvPairs>::of(unit_in_stream);
@@ -201,25 +195,9 @@ struct GroupedBackwardSmem {
 // consumers').
 constexpr uint32_t kOwnBarrier0 = 2;
 
-// Consumer 1's partial sums to consumer 0 (kAlternateHeads): thread t of
-// either consumer holds the same fragment positions, so the exchange is laid
-// out [register][thread], each access a conflict-free row of words.
-template <int kN>
-__device__ __forceinline__ void hand_over(float* exchange, tile::Accumulator<kN>& acc, int tid) {
-#pragma unroll
-  for (int i = 0; i < kN / 2; ++i)
-    exchange[i * 128 + tid] = acc.regs()[i];
-}
-template <int kN>
-__device__ __forceinline__ void add_handed_over(const float* exchange, tile::Accumulator<kN>& acc, int tid) {
-#pragma unroll
-  for (int i = 0; i < kN / 2; ++i)
-    acc.regs()[i] += exchange[i * 128 + tid];
-}
-
-// One unit, the CTA's u-th: the group's heads in order (or this consumer's
-// alternate ones), then dK and dV. `first` is the unit's first tensor in the
-// ring's stream.
+// One unit, the CTA's u-th: the group's heads in order, then dK and dV.
+// `first` is the unit's first head's first tensor in the ring's stream, where
+// its heads lie Cfg::kHeadStride tensors apart.
 template <typename T, int D, GroupedForm kForm, typename Hooks>
 __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hooks& hooks,
                                                       const GroupedBackwardSmem<T, D, kForm>& sm,
@@ -229,20 +207,22 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   using ProbLayout = typename Cfg::ProbLayout;
   using Ring = typename GroupedBackwardSmem<T, D, kForm>::Ring;
   constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
-  constexpr bool kAlternate = Cfg::kSplit == GroupedSplit::kHeads;
   constexpr bool kAllColumns = Cfg::kAllColumns;
   if constexpr (Cfg::kOwnWalks) {
     // An empty entry of the walk (run_alternate_units): its slots and pair,
     // landed with no bytes, handed back so that their phases stay in step.
     if (unit.block.row_count == 0) {
       const KvPair kv = sm.pair(u);
-      const TileTensors<Ring> in{sm.ring, first};
       const int lane = threadIdx.x % 32;
       kv.full->wait(kv.phase);
-      in.wait(kHeadDout);
-      in.wait(kHeadQ);
-      in.release(kHeadDout, lane);
-      in.release(kHeadQ, lane);
+#pragma unroll 1
+      for (int g = 0; g < Cfg::unit_heads(p); ++g) {
+        const TileTensors<Ring> in{sm.ring, first + Cfg::kHeadStride * g};
+        in.wait(kHeadDout);
+        in.wait(kHeadQ);
+        in.release(kHeadDout, lane);
+        in.release(kHeadQ, lane);
+      }
       release_stage(*kv.empty, lane);
       return;
     }
@@ -313,14 +293,13 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   if (valid < kRows)  // K and V once per unit, by its owner with alternate units
     zero_tail(reinterpret_cast<T*>(kv.k), reinterpret_cast<T*>(kv.v),
               std::bool_constant<Cfg::kSplit == GroupedSplit::kUnits>{});
-  tile::Accumulator<kCols> dk, dv;  // this consumer's columns (or heads), summed over the group
+  tile::Accumulator<kCols> dk, dv;  // this consumer's columns (all at D = 64), summed over the group
 #pragma unroll 1
   for (int g = 0; g < p.attn.group_size; ++g) {
-    const TileTensors<Ring> in{sm.ring, first + kHeadTensors * g};
+    const TileTensors<Ring> in{sm.ring, first + Cfg::kHeadStride * g};
     in.wait(kHeadDout);  // every consumer waits for every tensor in stream order (tensor_ring.cuh)
     in.wait(kHeadQ);
-    if (kAlternate && (g & 1) != consumer) continue;    // the other consumer's head, and its release
-    const bool accumulate = g >= (kAlternate ? 2 : 1);  // past this consumer's first head
+    const bool accumulate = g > 0;  // past the first head
     tile::TileCoords t = unit;
     t.q_head = unit.q_head + g;
     T* const q = in.template data<T>(kHeadQ);
@@ -376,26 +355,6 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     in.release(kHeadQ, lane);
   }
   release_stage(*kv.empty, lane);  // the last products that read K and V are done
-  if constexpr (kAlternate) {
-    // Consumer 1 hands its sums over (once consumer 0 has read the unit
-    // before's) and goes on; consumer 0 adds them once they are all there.
-    // mbarriers, one phase per unit, whose arrive and wait order the
-    // exchange's writes and reads.
-    const auto turn = RingSlot<1>::of(u);
-    float* const dv_sums = sm.exchange;
-    float* const dk_sums = sm.exchange + kCols / 2 * 128;
-    if (consumer == 1) {
-      sm.exchange_free->wait(turn.empty_parity());
-      hand_over(dv_sums, dv, tid);
-      hand_over(dk_sums, dk, tid);
-      sm.exchange_full->arrive();
-      return;
-    }
-    sm.exchange_full->wait(turn.full_parity());
-    add_handed_over(dv_sums, dv, tid);
-    add_handed_over(dk_sums, dk, tid);
-    sm.exchange_free->arrive();
-  }
   write(dv, one, p.dv, p.dv_map, unit.kv_head);
   write(dk, scale, p.dk, p.dk_map, unit.kv_head);
 }
@@ -430,7 +389,7 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kForm>::kThreads, 
     if constexpr (Cfg::kStoresByTma) wait_store_reads(threadIdx.x % 32);
   };
   if constexpr (Cfg::kOwnWalks)
-    run_alternate_units<Cfg>(sm, num_units, coords_of, load_kv, load_head, op, finish);
+    run_alternate_units<Cfg>(sm, num_units, Cfg::unit_heads(p), coords_of, load_kv, load_head, op, finish);
   else
     run_grouped_ring<Cfg>(sm, num_units, p.attn.group_size, coords_of, load_kv, load_head, op, finish);
 }

@@ -79,8 +79,9 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
       });
 }
 
-// The frame for a group of one whose consumers take alternate units
-// (GroupedBackwardConfig::kOwnWalks). The CTA walks unit pairs q =
+// The frame whose consumers take alternate units, each whole
+// (GroupedBackwardConfig::kOwnWalks: a group of one on many blocks, and
+// grouped heads at D = 64). The CTA walks unit pairs q =
 // blockIdx.x, blockIdx.x + gridDim.x, ...; pair q is table entries 2q and
 // 2q + 1 (with an even head count, heads 2j and 2j + 1 of one block), and
 // its k-th pair's entry 2q + c is unit i = 2k + c of the CTA, consumer c's:
@@ -93,8 +94,8 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 // chunks are: 92% of copy where one head at a time read 89 (perf.md, "Heads
 // in pairs"). Each consumer reads only its own entries, one pair ahead.
 //
-// Unit i's dO and Q are tensors 2i and 2i + 1 of the ring's stream, its K and
-// V pair i % kKvPairs. An empty entry (an empty tile of the table, or the
+// With a group of one, unit i's dO and Q are tensors 2i and 2i + 1 of the
+// ring's stream; its K and V are pair i % kKvPairs. An empty entry (an empty tile of the table, or the
 // missing partner of a lone last unit) still takes its slots and pair,
 // landed with no bytes (the producer arrives without a transaction count),
 // and its owner waits for them and hands them back like any unit's (op sees
@@ -108,9 +109,15 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 // earlier in its order, each by the consumer that owns it. Unlike
 // run_grouped_ring with alternate units, where both consumers wait for every
 // tensor and the slots must outnumber the pairs' units, any pair count works.
+//
+// Units of `group_size` heads: the producer issues a pair's K and V, then
+// head by head both units' dO and Q. Tensor n of head g of the pair's unit c
+// is the stream's kHeadTensors (2 (k G + g) + c) + n, so consumer c's heads
+// are 2 kHeadTensors apart (op's `first` is its first head's), and a slot's
+// previous user is still the same consumer's (the same static_assert).
 template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp,
           typename Finish>
-__device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_units, CoordsOf&& coords_of,
+__device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_units, int group_size, CoordsOf&& coords_of,
                                                     LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op,
                                                     Finish&& finish) {
   static_assert(Cfg::kConsumers == 2 && Cfg::kSlots % (2 * kHeadTensors) == 0 && Cfg::kKvPairs % 2 == 0,
@@ -146,17 +153,20 @@ __device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_unit
             kv.empty->wait(kv.phase ^ 1);
             land(*kv.full, coords.block.row_count == 0, 2 * Cfg::kSlotBytes, [&] { load_kv(coords, kv); });
           }
+#pragma unroll 1
+          for (int g = 0; g < group_size; ++g)
 #pragma unroll
-          for (int n = 0; n < kHeadTensors; ++n)
+            for (int n = 0; n < kHeadTensors; ++n)
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const auto& coords = units[c];
-              const auto slot = RingSlot<Cfg::kSlots>::of(kHeadTensors * (2 * k + c) + n);
-              Barrier& full = sm.ring.full[slot.stage];
-              sm.ring.empty[slot.stage].wait(slot.empty_parity());
-              land(full, coords.block.row_count == 0, Cfg::kSlotBytes,
-                   [&] { load_head(coords, n, sm.ring.base + slot.stage * Cfg::kSlotBytes, full); });
-            }
+              for (int c = 0; c < 2; ++c) {
+                const auto& coords = units[c];
+                const auto slot = RingSlot<Cfg::kSlots>::of(kHeadTensors * (2 * (k * group_size + g) + c) + n);
+                Barrier& full = sm.ring.full[slot.stage];
+                sm.ring.empty[slot.stage].wait(slot.empty_parity());
+                land(full, coords.block.row_count == 0, Cfg::kSlotBytes, [&] {
+                  load_head(coords, kHeadTensors * g + n, sm.ring.base + slot.stage * Cfg::kSlotBytes, full);
+                });
+              }
         }
       },
       [&](int consumer) BLOCKATTN_INLINE {
@@ -165,8 +175,7 @@ __device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_unit
           for (int q = blockIdx.x, k = 0; q < num_pairs; q += gridDim.x, ++k) {
             const auto coords = next;
             if (q + gridDim.x < num_pairs) next = entry(2 * (q + gridDim.x) + consumer);
-            const int i = 2 * k + consumer;
-            op(coords, i, kHeadTensors * i, consumer);
+            op(coords, 2 * k + consumer, kHeadTensors * (2 * k * group_size + consumer), consumer);
           }
         }
         finish();
