@@ -8,7 +8,7 @@
 //             tiles through a ring of kStages stages (K and V on separate
 //             barriers, so S = Q K^T starts before V has landed);
 //   consumers: two warpgroups (three at D = 64) of 64 query rows each read
-//             every stage, taking turns to issue their products (TakeTurns):
+//             every stage, taking turns to issue their products (sync.cuh's TakeTurns):
 //             S = Q K^T (wgmma, both operands in shared memory), masking on
 //             the tiles that cross the causal diagonal or the sequence end
 //             only, online softmax in fp32 registers (tile/online_softmax.cuh),
@@ -163,27 +163,6 @@ __device__ __forceinline__ void issue_accumulate(tile::Accumulator<D>& o,
   }
   wgmma_commit();
 }
-
-// The consumer warpgroups take turns issuing their tensor-core work, round
-// robin (named barrier 1 + c belongs to consumer c): while one warpgroup's
-// products run, the others compute their softmax, so the exponentials of one
-// hide under the matrix work of another instead of every warpgroup's softmax
-// landing on the same cycles. Each round is bracketed by wait_turn() /
-// pass_turn(); all warpgroups run the same number of rounds (empty ones where
-// a warpgroup's rows see no key of a tile), so the arrivals pair up.
-template <int kConsumers>
-struct TakeTurns {
-  int self;  // this warpgroup's consumer index
-
-  __device__ void start() const {  // consumer 0 goes first: the last one hands it the first turn
-    if (self == kConsumers - 1) named_barrier_arrive(1, 256);
-  }
-  __device__ void wait_turn() const { named_barrier_sync(1 + self, 256); }
-  __device__ void pass_turn() const { named_barrier_arrive(1 + (self + 1) % kConsumers, 256); }
-  __device__ void finish() const {  // consumes the last consumer's final pass: no arrival is left pending
-    if (self == 0) named_barrier_sync(1, 256);
-  }
-};
 
 template <typename T, int D, bool kCausal>
 __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseForwardSmem<T, D>& sm, int consumer) {

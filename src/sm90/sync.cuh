@@ -60,6 +60,28 @@ __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threa
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Consumer warpgroups taking turns to issue their tensor-core work, round
+// robin (named barrier kFirstBarrier + c belongs to consumer c): while one
+// warpgroup's products run, the others compute their softmax, so the
+// exponentials of one hide under the matrix work of another instead of every
+// warpgroup's softmax landing on the same cycles. Each round is bracketed by
+// wait_turn() / pass_turn(); all warpgroups must run the same number of
+// rounds (empty ones where a warpgroup has nothing to issue), so that the
+// arrivals pair up.
+template <int kConsumers, uint32_t kFirstBarrier = 1>
+struct TakeTurns {
+  int self;  // this warpgroup's consumer index
+
+  __device__ void start() const {  // consumer 0 goes first: the last one hands it the first turn
+    if (self == kConsumers - 1) named_barrier_arrive(kFirstBarrier, 256);
+  }
+  __device__ void wait_turn() const { named_barrier_sync(kFirstBarrier + self, 256); }
+  __device__ void pass_turn() const { named_barrier_arrive(kFirstBarrier + (self + 1) % kConsumers, 256); }
+  __device__ void finish() const {  // consumes the last consumer's final pass: no arrival is left pending
+    if (self == 0) named_barrier_sync(kFirstBarrier, 256);
+  }
+};
+
 // Register budget per thread of the calling warpgroup (sm_90a).
 template <uint32_t kRegs>
 __device__ __forceinline__ void set_max_registers_dec() {
