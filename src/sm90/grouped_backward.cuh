@@ -85,9 +85,10 @@ struct GroupedBackwardConfig {
   // in the column split, weighs twice as much per byte at D = 64). Until
   // session 30 grouped heads at D = 64 were split by heads, consumer 1's
   // partial dK and dV joining consumer 0's through shared memory at every
-  // unit's end: whole units on own walks read 67-75% of copy on an H200
-  // where that read 62-64, and 93 on the H100 where it read 94
-  // (mqa-d64-h8x1; docs/perf.md, "Grouped heads on walks of their own").
+  // unit's end: whole units on own walks read 67-76% of copy on an H200
+  // where that read 62-68 in the same runs, and 93-94 on the H100 as it did
+  // (mqa-d64-h8x1; docs/perf.md, "Session 30", "Grouped heads on walks of
+  // their own").
   static_assert(kForm != GroupedForm::kManyBlocks || D == 64, "the ManyBlocks form is measured at D = 64 only");
   static constexpr GroupedSplit kSplit = D == 64 ? GroupedSplit::kUnits : GroupedSplit::kColumns;
   // How alternate units are walked (grouped_ring.cuh): in the FewBlocks form
