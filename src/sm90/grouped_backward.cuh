@@ -133,8 +133,8 @@ struct GroupedBackwardConfig {
   static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
   static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
   static constexpr int kScratchBytes = kKvBytes + kProbBytes + kBarrierBytes;
-  // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) at D = 64,
-  // 12 beside the ManyBlocks form's six pairs.
+  // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) in the
+  // FewBlocks form at D = 64, 12 beside the six pairs of own walks.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
   // Alternate units on the landed walk: every pair serves one consumer
