@@ -95,11 +95,12 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 // in pairs"). Each consumer reads only its own entries, one pair ahead.
 //
 // With a group of one, unit i's dO and Q are tensors 2i and 2i + 1 of the
-// ring's stream; its K and V are pair i % kKvPairs. An empty entry (an empty tile of the table, or the
-// missing partner of a lone last unit) still takes its slots and pair,
-// landed with no bytes (the producer arrives without a transaction count),
-// and its owner waits for them and hands them back like any unit's (op sees
-// the empty coords), so that every barrier's phases advance in step.
+// ring's stream; its K and V are pair i % kKvPairs. An empty entry (an empty
+// tile of the table, or the missing partner of a lone last unit) still takes
+// its slots and pair, landed with no bytes (the producer arrives without a
+// transaction count), and its owner waits for them and hands them back like
+// any unit's (op sees the empty coords), so that every barrier's phases
+// advance in step.
 //
 // Deadlock check: with an even slot count per unit pair and an even pair
 // count, a slot's and a pair's previous user is unit i - kSlots / 2 or

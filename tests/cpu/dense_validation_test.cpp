@@ -9,6 +9,7 @@
 
 #include "blockattn/blockattn_c.h"
 #include "blockattn/dense.h"
+#include "core/dense_problem.h"
 
 namespace blockattn {
 namespace {
@@ -16,18 +17,12 @@ namespace {
 // A fake device address: validation compares and aligns pointers, never reads them.
 void* fake(uintptr_t offset) { return reinterpret_cast<void*>(uintptr_t{1} << 32 | offset); }
 
-// Whether this build has a dense kernel at head_dim 64, which valid_args()
-// describes: validation refuses a head dim that was not built before it
-// looks further (a build restricted by BLOCKATTN_HEAD_DIMS may lack it).
-bool built_d64() {
-  size_t n = 0;
-  const DenseKernelConfig* rows = dense_configs(&n);
-  for (size_t i = 0; i < n; ++i)
-    if (rows[i].head_dim == 64) return true;
-  return false;
-}
-#define REQUIRE_DENSE_D64() \
-  if (!built_d64()) GTEST_SKIP() << "this build has no dense kernel at head_dim 64 (BLOCKATTN_HEAD_DIMS)"
+// valid_args() describes head_dim 64: validation refuses a head dim that was
+// not built before it looks further (a build restricted by
+// BLOCKATTN_HEAD_DIMS may lack it).
+#define REQUIRE_DENSE_D64()                     \
+  if (!core::any_dense_kernel_has_head_dim(64)) \
+  GTEST_SKIP() << "this build has no dense kernel at head_dim 64 (BLOCKATTN_HEAD_DIMS)"
 
 DenseForwardArgs valid_args() {
   DenseForwardArgs a;
