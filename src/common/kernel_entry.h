@@ -36,6 +36,10 @@ template <typename Params, Operation Op, typename T, int D, int B, core::Fusion 
 cudaError_t launch_kernel(const Params& p, KernelVariant variant, int num_ctas, cudaStream_t stream);
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 int kernel_ctas_per_sm(KernelVariant variant);
+// Whether the variant's kernel stores its outputs through TMA maps that the
+// host must encode (its config's kStoresByTma).
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
+bool kernel_stores_by_tma(KernelVariant variant);
 
 template <typename Params>
 struct KernelEntry {
@@ -46,6 +50,7 @@ struct KernelEntry {
   core::Fusion fusion;
   cudaError_t (*launch)(const Params&, KernelVariant, int num_ctas, cudaStream_t);
   int (*ctas_per_sm)(KernelVariant);  // 0 when the runtime refused the configuration
+  bool (*stores_by_tma)(KernelVariant);
 };
 
 // The entry for the problem's combination, or null. Entries with a null
@@ -75,12 +80,13 @@ Status launch_persistent(const KernelEntry<Params>& kernel, const core::Problem&
 
 // Expands the generated kernel table into KernelEntry initializers for one
 // backend, in a scope where `Params` names its kernel arguments.
-#define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto, Fuse)                  \
-  {Operation::k##Op,                                                            \
-   DType::k##DT,                                                                \
-   D,                                                                           \
-   B,                                                                           \
-   core::Fusion::k##Fuse,                                                       \
-   &launch_kernel<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>, \
-   &kernel_ctas_per_sm<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>},
+#define BLOCKATTN_KERNEL_ENTRY(Op, DT, Type, D, B, Auto, Fuse)                       \
+  {Operation::k##Op,                                                                 \
+   DType::k##DT,                                                                     \
+   D,                                                                                \
+   B,                                                                                \
+   core::Fusion::k##Fuse,                                                            \
+   &launch_kernel<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>,      \
+   &kernel_ctas_per_sm<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>, \
+   &kernel_stores_by_tma<Params, Operation::k##Op, Type, D, B, core::Fusion::k##Fuse>},
 #define BLOCKATTN_KERNEL_SKIP(Op, DT, Type, D, B, Auto, Fuse)

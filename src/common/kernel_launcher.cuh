@@ -11,8 +11,12 @@
 
 namespace blockattn {
 
-template <typename Params, void (*Kernel)(Params), int kThreads, int kSmemBytes>
+template <typename Params, void (*Kernel)(Params), int kThreads, int kSmemBytes, bool kOutputsByTma = false>
 struct KernelLauncher {
+  // Whether the kernel stores its outputs through TMA, from maps the host
+  // encodes (its config's kStoresByTma).
+  static constexpr bool kStoresByTma = kOutputsByTma;
+
   // Resident CTAs per SM on the current device; 0 if the runtime failed.
   static int ctas_per_sm() {
     static core::PerDeviceCache cache;
@@ -61,8 +65,16 @@ constexpr bool kHasGroupedVariant = false;  // the row's kernel serves grouped h
 template <typename Of>
 constexpr bool kHasGroupedVariant<Of, std::void_t<typename Of::Grouped>> = true;
 
+// A config's kStoresByTma where it has one; a kernel without it stores its
+// outputs itself.
+template <typename Config, typename = void>
+constexpr bool kConfigStoresByTma = false;
+template <typename Config>
+constexpr bool kConfigStoresByTma<Config, std::void_t<decltype(Config::kStoresByTma)>> = Config::kStoresByTma;
+
 template <typename Params, typename Of>
-using LauncherFor = KernelLauncher<Params, Of::kernel, Of::Config::kThreads, Of::Config::kSmemBytes>;
+using LauncherFor = KernelLauncher<Params, Of::kernel, Of::Config::kThreads, Of::Config::kSmemBytes,
+                                   kConfigStoresByTma<typename Of::Config>>;
 
 // fn(LauncherFor<the variant's kernel>{}): Grouped where the problem's heads
 // are grouped and the row has it, else the variant of the batch's kind where
@@ -88,6 +100,11 @@ template <typename Params, Operation Op, typename T, int D, int B, core::Fusion 
 int kernel_ctas_per_sm(KernelVariant variant) {
   return with_variant<Params, KernelOf<Params, Op, T, D, B, F>>(
       variant, [](auto launcher) { return decltype(launcher)::ctas_per_sm(); });
+}
+template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
+bool kernel_stores_by_tma(KernelVariant variant) {
+  return with_variant<Params, KernelOf<Params, Op, T, D, B, F>>(
+      variant, [](auto launcher) { return decltype(launcher)::kStoresByTma; });
 }
 
 // The dense forward's kernels, the same way: each backend's dense kernel
@@ -124,13 +141,15 @@ int dense_kernel_ctas_per_sm() {
   };                                                            \
   }
 
-// Explicit instantiation of launch_kernel() and kernel_ctas_per_sm() for one
-// table row; used by the generated sources only (cmake/BlockattnKernels.cmake).
+// Explicit instantiation of launch_kernel(), kernel_ctas_per_sm() and
+// kernel_stores_by_tma() for one table row; used by the generated sources
+// only (cmake/BlockattnKernels.cmake).
 #define BLOCKATTN_INSTANTIATE_KERNEL(Params, Op, T, D, B, F)                                                  \
   namespace blockattn {                                                                                       \
   template cudaError_t launch_kernel<Params, Operation::k##Op, T, D, B, F>(const Params&, KernelVariant, int, \
                                                                            cudaStream_t);                     \
   template int kernel_ctas_per_sm<Params, Operation::k##Op, T, D, B, F>(KernelVariant);                       \
+  template bool kernel_stores_by_tma<Params, Operation::k##Op, T, D, B, F>(KernelVariant);                    \
   }
 
 // Registers `Arch::kernel_fn<T, D, kCausal>` with config `Arch::ConfigT<T, D>`

@@ -36,26 +36,17 @@ constexpr MappedTensor kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
                                             {TensorId::kV, &Params::v_map},
                                             {TensorId::kDout, &Params::dout_map}};
 
-// The outputs a backward stores through TMA (backward_stores_by_tma, and the
-// grouped kernel's).
+// The outputs a backward stores through TMA, where its kernel's config says
+// kStoresByTma.
 constexpr MappedTensor kBackwardOutputs[] = {
     {TensorId::kDq, &Params::dq_map}, {TensorId::kDk, &Params::dk_map}, {TensorId::kDv, &Params::dv_map}};
 
-// Whether the backward runs a form of the row's grouped kernel that stores
-// its outputs through TMA (GroupedBackwardConfig::kStoresByTma): the one for
-// grouped heads (KernelOf<...>::Grouped, common/kernel_launcher.cuh's
-// with_variant) and, with a group of one, the ManyBlocks form; the FewBlocks
-// form stores from registers.
-bool runs_grouped_kernel_storing_by_tma(const Problem& p) {
-  return (grouped_backward(p) || kernel_variant(p).batch == BatchKind::kManyBlocks) &&
-         grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary);
-}
-
-// visit(tensor, heads, box rows) for every tensor the problem's kernel reaches
-// through a TMA map: its inputs (box: a tile's rows) and, where it stores by
-// TMA, its outputs (box: a warp's rows).
+// visit(tensor, heads, box rows) for every tensor the problem's kernel (the
+// variant of `kernel` that runs it) reaches through a TMA map: its inputs
+// (box: a tile's rows) and, where it stores by TMA, its outputs (box: a
+// warp's rows).
 template <typename Visit>
-void for_each_mapped_tensor(const Problem& p, Visit&& visit) {
+void for_each_mapped_tensor(const Problem& p, const KernelEntry<Params>& kernel, Visit&& visit) {
   auto heads = [&](TensorId id) {
     const bool kv = id == TensorId::kK || id == TensorId::kV || id == TensorId::kDk || id == TensorId::kDv;
     return kv ? p.shape.num_kv_heads : p.shape.num_q_heads;
@@ -68,7 +59,7 @@ void for_each_mapped_tensor(const Problem& p, Visit&& visit) {
   }
   for (const MappedTensor& in : kBackwardInputs)
     visit(in, heads(in.id), block_rows);
-  if (backward_stores_by_tma(p.shape.head_dim, p.shape.block_size) || runs_grouped_kernel_storing_by_tma(p))
+  if (kernel.stores_by_tma(kernel_variant(p)))
     for (const MappedTensor& out : kBackwardOutputs)
       visit(out, heads(out.id), kStoreBoxRows);
 }
@@ -79,14 +70,15 @@ class Sm90Backend final : public core::KernelBackend {
 
   Status supports(const Problem& p) const override {
     BLOCKATTN_RETURN_IF_ERROR(core::require_exact_compute_capability(90, "backend kHopper"));
-    if (find_entry(kKernels, p) == nullptr) return core::no_kernel("backend kHopper", p);
+    const KernelEntry<Params>* kernel = find_entry(kKernels, p);
+    if (kernel == nullptr) return core::no_kernel("backend kHopper", p);
     if (grouped_backward(p) &&
         !grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, p.fusion() == core::Fusion::kRotary))
       return core::unsupported(
           "backend kHopper's backward supports num_q_heads != num_kv_heads at head_dim 64 and 128 with block_size 64 "
           "and no rotary only (other grouped-query backwards run on kPortable)");
     const char* why = nullptr;
-    for_each_mapped_tensor(p, [&](const MappedTensor& t, int heads, uint32_t) {
+    for_each_mapped_tensor(p, *kernel, [&](const MappedTensor& t, int heads, uint32_t) {
       if (why == nullptr) why = tma_layout_problem(p.tensor(t.id), heads);
     });
     if (why != nullptr) return core::unsupported("backend kHopper cannot address this layout: ", why);
@@ -110,7 +102,7 @@ class Sm90Backend final : public core::KernelBackend {
     BLOCKATTN_RETURN_IF_ERROR(core::make_device_current());
     Params params{};
     const char* error = nullptr;
-    for_each_mapped_tensor(p, [&](const MappedTensor& t, int heads, uint32_t box_rows) {
+    for_each_mapped_tensor(p, *kernel, [&](const MappedTensor& t, int heads, uint32_t box_rows) {
       if (error == nullptr)
         encode_head_tile_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens, heads,
                              p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim), box_rows, &error);

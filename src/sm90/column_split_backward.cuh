@@ -60,6 +60,11 @@ struct ColumnSplitBackwardConfig {
   // D = 224 backward 81 -> 87% of copy (docs/perf.md, "Neighbouring tiles
   // on the tensor ring").
   static constexpr int kNeighbourTiles = 2;
+  // Outputs through TMA stores (tma_store.cuh), from maps the host encodes:
+  // the stores were 57% of this kernel's time at headdim-d224-h2, whose
+  // 448-byte head rows start 64 bytes into a 128-byte line every other head
+  // (docs/perf.md, "The D = 224 backward's stores").
+  static constexpr bool kStoresByTma = true;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kConsumerThreads = 128 * kConsumers;
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kBackward, D)>;  // the host's maps write this
@@ -116,7 +121,6 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
                                                            const ColumnSplitBackwardSmem<T, D>& sm,
                                                            const tile::TileCoords& t, const Tensors& in, int consumer) {
   using Cfg = ColumnSplitBackwardConfig<T, D>;
-  static_assert(backward_stores_by_tma(D, Cfg::kRows), "the host encodes the outputs' store maps");
   using Layout = typename Cfg::Layout;
   using ProbLayout = typename Cfg::ProbLayout;
   constexpr int kRows = Cfg::kRows;

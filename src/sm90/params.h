@@ -43,23 +43,17 @@ constexpr bool grouped_backward_kernel(int head_dim, int block_size, bool rotary
   return (head_dim == 64 || head_dim == 128) && block_size == 64 && !rotary;
 }
 
-// Whether a backward row's kernel stores its outputs through TMA (16-row
-// boxes, one per warp and chunk; rows past a block's end with plain stores),
-// and the host encodes the outputs' store maps: the column-split kernel
-// (D > 192), whose stores were 57% of its time at headdim-d224-h2 (448-byte
-// head rows that start 64 bytes into a 128-byte line every other head:
-// docs/perf.md, "The D = 224 backward's stores"). The grouped kernel stores
-// through TMA too (gqa-d128-h8x2 +2.7 points on an H100: docs/perf.md, "The
-// MHA backward on the grouped kernel's ring, for sequences of a few
-// blocks"), and the host encodes the maps where it runs (backend.cpp).
-constexpr bool backward_stores_by_tma(int head_dim, int block_size) { return head_dim > 192 && block_size == 64; }
+// Kernels that store their outputs through TMA (a config's kStoresByTma)
+// store 16-row boxes, one per warp and chunk, and rows past a block's end
+// with plain stores.
 constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 
 struct Params {
   // TMA maps of the inputs (64-byte aligned by their type); dout_map only in
   // the backward.
   CUtensorMap q_map, k_map, v_map, dout_map;
-  // Store maps of the backward's outputs where backward_stores_by_tma().
+  // Store maps of the backward's outputs, where the kernel's config says
+  // kStoresByTma (the host reads it as KernelEntry::stores_by_tma).
   CUtensorMap dq_map, dk_map, dv_map;
   // Outputs, written with plain 16-byte stores (or the maps above), never
   // past a block's end.
