@@ -60,8 +60,9 @@ namespace blockattn::sm90 {
 
 // How a unit's work divides between the two consumer warpgroups.
 enum class GroupedSplit {
-  kColumns,  // both on every head, each on its 64 output columns (D = 128)
-  kUnits,    // alternate units, each whole, every head and column (D = 64)
+  kColumns,   // both on every head, each on its 64 output columns (D = 128)
+  kUnits,     // alternate units, each whole, every head and column (D = 64)
+  kProducts,  // consumer 0 S, dP, softmax and dV; consumer 1 dK and dQ (grouped heads at D = 128)
 };
 
 // The kernel's forms: for grouped heads (KernelOf<...>::Grouped), and with a
@@ -90,7 +91,9 @@ struct GroupedBackwardConfig {
   // (mqa-d64-h8x1; docs/perf.md, "Session 30", "Grouped heads on walks of
   // their own").
   static_assert(kForm != GroupedForm::kManyBlocks || D == 64, "the ManyBlocks form is measured at D = 64 only");
-  static constexpr GroupedSplit kSplit = D == 64 ? GroupedSplit::kUnits : GroupedSplit::kColumns;
+  static constexpr GroupedSplit kSplit = D == 64                         ? GroupedSplit::kUnits
+                                         : kForm == GroupedForm::kGroups ? GroupedSplit::kProducts
+                                                                         : GroupedSplit::kColumns;
   // How alternate units are walked (grouped_ring.cuh): in the FewBlocks form
   // both consumers wait for every unit's tensors, in stream order
   // (run_grouped_ring); in the ManyBlocks form each consumer walks only its
@@ -101,6 +104,13 @@ struct GroupedBackwardConfig {
   // (docs/perf.md, "The alternate-units ring on walks of its own" and
   // "Heads in pairs"). Grouped heads at D = 64 walk their own units too.
   static constexpr bool kOwnWalks = D == 64 && kForm != GroupedForm::kFewBlocks;
+  // The two consumers take turns to issue their products (sync.cuh's
+  // TakeTurns), each head's two batches a turn each. On own walks both
+  // consumers walk the same unit pairs, so they run the same number of turns
+  // (an empty entry's owner runs its heads' turns empty). H200, headline-d64:
+  // +1-3 points (sessions 30 and 31); H100: unchanged, memory-bound at 92.
+  // Grouped heads (mqa-d64-h8x1) gained nothing, so they do not take turns.
+  static constexpr bool kTakeTurns = kForm == GroupedForm::kManyBlocks;
   // A consumer's heads of a unit in the ring's stream: on own walks the
   // other consumer's unit's head lies between two of them (run_alternate_units).
   static constexpr int kHeadStride = kOwnWalks ? 2 * kHeadTensors : kHeadTensors;
@@ -113,11 +123,11 @@ struct GroupedBackwardConfig {
   static constexpr bool kStoresByTma = kForm != GroupedForm::kFewBlocks;
   static constexpr bool kAllColumns = kSplit != GroupedSplit::kColumns;  // a consumer owns every output column
   static constexpr int kCols = kAllColumns ? D : D / kConsumers;         // output columns a consumer owns
-  static_assert(grouped_backward_kernel(D, kRows, false) && kCols == kChunkCols,
+  static_assert(grouped_backward_kernel(D, kRows, false) && (kCols == kChunkCols || kSplit == GroupedSplit::kProducts),
                 "one 64-column chunk of each output a consumer owns, staged like a P tile");
   // Warps that release a head's ring slots, and a unit's K and V: its
   // owner's, or every consumer's.
-  static constexpr int kHeadReleasers = kAllColumns ? 4 : 4 * kConsumers;
+  static constexpr int kHeadReleasers = kSplit == GroupedSplit::kUnits ? 4 : 4 * kConsumers;
   static constexpr int kKvReleasers = kSplit == GroupedSplit::kUnits ? 4 : 4 * kConsumers;
   using ProbLayout = tile::SwizzledRows<kRows>;  // = one chunk of Layout
   static constexpr int kChunkBytes = Layout::kChunkBytes;
@@ -129,10 +139,15 @@ struct GroupedBackwardConfig {
   // owner's K/V wait was 18% of the two-pair ring's stall samples), each
   // consumer's P and dS tiles, and the pairs' full and empty barriers.
   static constexpr int kKvPairs = kSplit == GroupedSplit::kUnits ? (kOwnWalks ? 6 : 4) : 2;
-  static constexpr int kBarrierBytes = 2 * kKvPairs * static_cast<int>(sizeof(Barrier));
+  // Split by products: the P and dS tiles are two buffers that consumer 0
+  // fills and consumer 1 reads (with a full and an empty barrier each), and
+  // each consumer has a 64 x D tile to stage its outputs in.
+  static constexpr int kHandOffs = kSplit == GroupedSplit::kProducts ? 2 : 0;
+  static constexpr int kBarrierBytes = (2 * kKvPairs + 2 * kHandOffs) * static_cast<int>(sizeof(Barrier));
   static constexpr int kKvBytes = kKvPairs * 2 * kSlotBytes;
   static constexpr int kProbBytes = kConsumers * 2 * kProbTileBytes;
-  static constexpr int kScratchBytes = kKvBytes + kProbBytes + kBarrierBytes;
+  static constexpr int kStagingBytes = kSplit == GroupedSplit::kProducts ? kConsumers * kSlotBytes : 0;
+  static constexpr int kScratchBytes = kKvBytes + kProbBytes + kStagingBytes + kBarrierBytes;
   // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) in the
   // FewBlocks form at D = 64, 12 beside the six pairs of own walks.
   static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
@@ -159,15 +174,21 @@ struct GroupedBackwardSmem {
   Ring ring;
   unsigned char* kv;  // kKvPairs x (K, V)
   unsigned char* probs_base;
-  Barrier* kv_full;   // [kKvPairs]
-  Barrier* kv_empty;  // [kKvPairs]
+  unsigned char* staging;  // Cfg::kStagingBytes
+  Barrier* kv_full;        // [kKvPairs]
+  Barrier* kv_empty;       // [kKvPairs]
+  Barrier* handoff_full;   // [kHandOffs]: consumer 0 has staged P and dS
+  Barrier* handoff_empty;  // [kHandOffs]: consumer 1's products have read dS
 
   __device__ explicit GroupedBackwardSmem(unsigned char* raw) {
     ring.base = tile::align_shared_1024(raw);
     kv = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
     probs_base = kv + Cfg::kKvBytes;
-    kv_full = reinterpret_cast<Barrier*>(probs_base + Cfg::kProbBytes);
+    staging = probs_base + Cfg::kProbBytes;
+    kv_full = reinterpret_cast<Barrier*>(staging + Cfg::kStagingBytes);
     kv_empty = kv_full + Cfg::kKvPairs;
+    handoff_full = kv_empty + Cfg::kKvPairs;
+    handoff_empty = handoff_full + Cfg::kHandOffs;
     ring.full = reinterpret_cast<Barrier*>(kv + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
   }
@@ -179,6 +200,10 @@ struct GroupedBackwardSmem {
     for (int s = 0; s < Cfg::kKvPairs; ++s) {
       kv_full[s].init(1);
       kv_empty[s].init(Cfg::kKvReleasers);
+    }
+    for (int s = 0; s < Cfg::kHandOffs; ++s) {
+      handoff_full[s].init(128);   // every thread of consumer 0
+      handoff_empty[s].init(128);  // every thread of consumer 1
     }
   }
   __device__ KvPair pair(int unit_in_stream) const {
@@ -195,6 +220,8 @@ struct GroupedBackwardSmem {
 // Each consumer's named barrier (0 is __syncthreads, kConsumersBarrier both
 // consumers').
 constexpr uint32_t kOwnBarrier0 = 2;
+// The consumers' turns (Cfg::kTakeTurns): barriers 4 and 5.
+constexpr uint32_t kTurnBarrier0 = 4;
 
 // One unit, the CTA's u-th: the group's heads in order, then dK and dV.
 // `first` is the unit's first head's first tensor in the ring's stream, where
@@ -209,6 +236,10 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   using Ring = typename GroupedBackwardSmem<T, D, kForm>::Ring;
   constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
   constexpr bool kAllColumns = Cfg::kAllColumns;
+  const TakeTurns<2, kTurnBarrier0> turns{consumer};
+  if constexpr (Cfg::kTakeTurns) {
+    if (u < 2) turns.start();  // the consumer's first unit (run_alternate_units: unit 2k + consumer)
+  }
   if constexpr (Cfg::kOwnWalks) {
     // An empty entry of the walk (run_alternate_units): its slots and pair,
     // landed with no bytes, handed back so that their phases stay in step.
@@ -223,6 +254,12 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
         in.wait(kHeadQ);
         in.release(kHeadDout, lane);
         in.release(kHeadQ, lane);
+        if constexpr (Cfg::kTakeTurns) {
+          for (int batch = 0; batch < 2; ++batch) {
+            turns.wait_turn();
+            turns.pass_turn();
+          }
+        }
       }
       release_stage(*kv.empty, lane);
       return;
@@ -312,11 +349,13 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     // S = Q K^T and dP = dO V^T over all 64 rows, in two groups: the
     // exponentials of S run while dP's product does.
     tile::Accumulator<kRows> s, ds;
+    if constexpr (Cfg::kTakeTurns) turns.wait_turn();
     wgmma_fence();
     issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
     wgmma_commit();
     issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
     wgmma_commit();
+    if constexpr (Cfg::kTakeTurns) turns.pass_turn();
     wgmma_wait<1>();
     fence_registers(s.regs());
     float row_sum[2];
@@ -340,12 +379,14 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     // dQ = dS K, then dV += P^T dO and dK += dS^T Q (this consumer's
     // columns): dQ leaves while the other two products run.
     tile::Accumulator<kCols> dq;
+    if constexpr (Cfg::kTakeTurns) turns.wait_turn();
     wgmma_fence();
     issue_rs_product<T, kCols, Layout>(dq, ds_rows, k_addr + own_chunk, false);
     wgmma_commit();
     issue_rs_product<T, kCols, Layout>(dv, p_keys, dout_addr + own_chunk, accumulate);
     issue_rs_product<T, kCols, Layout>(dk, ds_keys, q_addr + own_chunk, accumulate);
     wgmma_commit();
+    if constexpr (Cfg::kTakeTurns) turns.pass_turn();
     wgmma_wait<1>();
     fence_rs_product(dq, ds_rows);
     write(dq, scale, p.dq, p.dq_map, t.q_head);
@@ -358,6 +399,128 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   release_stage(*kv.empty, lane);  // the last products that read K and V are done
   write(dv, one, p.dv, p.dv_map, unit.kv_head);
   write(dk, scale, p.dk, p.dk_map, unit.kv_head);
+}
+
+// One unit split by products (GroupedSplit::kProducts, grouped heads at
+// D = 128; docs/design/sm90_grouped_backward.md, "Session 31 plan"). The
+// column split computed S and dP in both consumers, which bound the kernel
+// by matrix work on an H200 (65% of copy; 86% split by products). Per head, consumer 0 computes S, dP and the softmax
+// once, stages P and dS in buffer n % 2 (n = u G + g, the CTA's head) and sums dV += P^T dO; consumer 1 takes dS from
+// the buffer, sums dK += dS^T Q and computes dQ = dS K. Every product reads its A operand from shared memory (P and dS
+// transposed: MN-major), so each consumer holds its D-column sum, 64 registers, and one transient pair (S and dP, or
+// dQ) of 64.
+template <typename T, int D, GroupedForm kForm>
+__device__ __forceinline__ void grouped_products_unit(const Params& p, const GroupedBackwardSmem<T, D, kForm>& sm,
+                                                      const tile::TileCoords& unit, int u, int first, int consumer) {
+  using Cfg = GroupedBackwardConfig<T, D, kForm>;
+  using Layout = typename Cfg::Layout;
+  using ProbLayout = typename Cfg::ProbLayout;
+  using ProbChunk = tile::Chunked<Cfg::kRows, Cfg::kChunkCols>;  // a P or dS tile read as one chunk of Layout
+  using Ring = typename GroupedBackwardSmem<T, D, kForm>::Ring;
+  constexpr int kRows = Cfg::kRows;
+  const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
+  const int consumer_tid = opaque_thread_index<Cfg::kConsumers * 128>(128);
+  const int tid = consumer_tid % 128, lane = consumer_tid % 32;
+  const int row0 = tid / 32 * 16;  // the warp's query rows and key rows
+  const uint32_t own_barrier = kOwnBarrier0 + consumer;
+  const int valid = unit.block.row_count;
+  const KvPair kv = sm.pair(u);
+  const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
+  T* const staging = reinterpret_cast<T*>(sm.staging + consumer * Cfg::kSlotBytes);
+  // A D-column output through the consumer's staging tile (as `write` in
+  // grouped_backward_unit, with the tile layout's D columns).
+  auto write = [&](const tile::Accumulator<D>& acc, const tile::RowScale& factor, const CUtensorMap& map,
+                   const TensorView& out, int head) BLOCKATTN_INLINE {
+    wait_store_reads(lane);
+    tile::stage_rows<Layout, T>(acc, factor, staging, row0, 0, lane);
+    store_staged_rows<Layout, D, kRowWalk>(map, staging, out, unit.block, head, 0, row0, lane);
+  };
+  // `acc` (+)= A B over the 64 rows of a tile, A and B from shared memory.
+  auto product = [&](tile::Accumulator<D>& acc, uint64_t (*a_desc)(uint32_t, int), uint32_t a_addr, uint32_t b_addr,
+                     bool accumulate, auto transposed) BLOCKATTN_INLINE {
+#pragma unroll
+    for (int kk = 0; kk < kRows / 16; ++kk)
+      wgmma_ss_mn<T, D, decltype(transposed)::value>(acc.regs(), a_desc(a_addr, kk), mnmajor_desc<Layout>(b_addr, kk),
+                                                     accumulate || kk > 0);
+  };
+  kv.full->wait(kv.phase);
+  tile::Accumulator<D> sum;  // dV (consumer 0) or dK (consumer 1), over the group
+#pragma unroll 1
+  for (int g = 0; g < p.attn.group_size; ++g) {
+    const TileTensors<Ring> in{sm.ring, first + kHeadTensors * g};
+    in.wait(kHeadDout);  // every consumer waits for every tensor in stream order (tensor_ring.cuh)
+    in.wait(kHeadQ);
+    const uint32_t q_addr = tile::smem_u32(in.template data<T>(kHeadQ));
+    const uint32_t dout_addr = tile::smem_u32(in.template data<T>(kHeadDout));
+    const auto buffer = RingSlot<2>::of(u * p.attn.group_size + g);
+    T* const probs = sm.probs(buffer.stage);
+    const uint32_t p_addr = tile::smem_u32(probs), ds_addr = p_addr + kRows * kRows * static_cast<uint32_t>(sizeof(T));
+    if (consumer == 0) {
+      // Rows past the block's end, zeroed before any product reads them:
+      // K and V at the unit's first head (consumer 1 reads K after the
+      // first hand-off), Q and dO at every head.
+      if (valid < kRows) {
+        if (g == 0) {
+          tile::zero_rows_from<Layout, kRows, D, 128>(reinterpret_cast<T*>(kv.k), valid, tid);
+          tile::zero_rows_from<Layout, kRows, D, 128>(reinterpret_cast<T*>(kv.v), valid, tid);
+        }
+        tile::zero_rows_from<Layout, kRows, D, 128>(in.template data<T>(kHeadQ), valid, tid);
+        tile::zero_rows_from<Layout, kRows, D, 128>(in.template data<T>(kHeadDout), valid, tid);
+        fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+        named_barrier_sync(own_barrier, 128);
+      }
+      tile::TileCoords t = unit;
+      t.q_head = unit.q_head + g;
+      tile::Accumulator<kRows> s, ds;
+      wgmma_fence();
+      issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
+      wgmma_commit();
+      issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_registers(s.regs());
+      float row_sum[2];
+      tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
+      wgmma_wait<0>();
+      fence_registers(ds.regs());
+      tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
+      // P and dS into the buffer once consumer 1's products have read its
+      // last contents (and this consumer's own dV product, waited for).
+      sm.handoff_empty[buffer.stage].wait(buffer.empty_parity());
+      tile::stage_rows<ProbLayout, T>(s, one, probs, row0, 0, lane);
+      tile::stage_rows<ProbLayout, T>(ds, one, probs + kRows * kRows, row0, 0, lane);
+      // Generic writes, read next by wgmma (async proxy): P by this
+      // consumer's dV product once every warp has staged its rows; dS (and
+      // the zeroed tails) by consumer 1's, released by the arrival.
+      fence_async_shared();
+      named_barrier_sync(own_barrier, 128);
+      sm.handoff_full[buffer.stage].arrive();
+      wgmma_fence();
+      product(sum, &mnmajor_desc<ProbChunk>, p_addr, dout_addr, g > 0, std::true_type{});  // dV += P^T dO
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(sum.regs());
+    } else {
+      sm.handoff_full[buffer.stage].wait(buffer.full_parity());
+      tile::Accumulator<D> dq;
+      wgmma_fence();
+      product(sum, &mnmajor_desc<ProbChunk>, ds_addr, q_addr, g > 0, std::true_type{});  // dK += dS^T Q
+      product(dq, &kmajor_desc<ProbChunk>, ds_addr, k_addr, false, std::false_type{});   // dQ = dS K
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(sum.regs());
+      fence_registers(dq.regs());
+      sm.handoff_empty[buffer.stage].arrive();  // the products have read dS: the buffer is free
+      write(dq, scale, p.dq_map, p.dq, unit.q_head + g);
+    }
+    in.release(kHeadDout, lane);
+    in.release(kHeadQ, lane);
+  }
+  release_stage(*kv.empty, lane);  // the last products that read K and V are done
+  if (consumer == 0)
+    write(sum, one, p.dv_map, p.dv, unit.kv_head);
+  else
+    write(sum, scale, p.dk_map, p.dk, unit.kv_head);
 }
 
 template <typename T, int D, core::Fusion F, GroupedForm kForm = GroupedForm::kGroups>
@@ -382,12 +545,22 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kForm>::kThreads, 
                                                             : TmaTile{&p.q_map, head, slot}};
     load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
   };
-  auto op = [&](const tile::TileCoords& unit, int u, int first, int consumer)
-                BLOCKATTN_INLINE { grouped_backward_unit<T, D, kForm>(p, hooks, sm, unit, u, first, consumer); };
+  auto op = [&](const tile::TileCoords& unit, int u, int first, int consumer) BLOCKATTN_INLINE {
+    if constexpr (Cfg::kSplit == GroupedSplit::kProducts) {
+      static_assert(F == core::Fusion::kNone, "the split by products has no prologue hooks (no rotary)");
+      grouped_products_unit<T, D, kForm>(p, sm, unit, u, first, consumer);
+    } else {
+      grouped_backward_unit<T, D, kForm>(p, hooks, sm, unit, u, first, consumer);
+    }
+  };
   // The TMA unit reads each warp's last staged output from shared memory
   // after the warp has moved on; the CTA must not exit before it has.
-  auto finish = [] {
+  auto finish = [&] {
     if constexpr (Cfg::kStoresByTma) wait_store_reads(threadIdx.x % 32);
+    if constexpr (Cfg::kTakeTurns) {  // where the consumers walked any unit pair
+      if (blockIdx.x < (num_units + 1) / 2)
+        TakeTurns<2, kTurnBarrier0>{static_cast<int>(threadIdx.x / 128) - 1}.finish();
+    }
   };
   if constexpr (Cfg::kOwnWalks)
     run_alternate_units<Cfg>(sm, num_units, Cfg::unit_heads(p), coords_of, load_kv, load_head, op, finish);

@@ -87,6 +87,13 @@ __device__ __forceinline__ void fence_registers(uint32_t (&r)[kN]) {
 template <typename T, int kN>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, int accumulate);
 
+// D[64 x kN] += A * B with B (16 x kN) MN-major in shared memory and A
+// (64 x 16) there too, K-major (kATransposed = false: dQ = dS K) or MN-major
+// (true: dV = P^T dO and dK = dS^T Q with P and dS staged as [query][key]
+// tiles; the grouped backward split by products, sm90/grouped_backward.cuh).
+template <typename T, int kN, bool kATransposed>
+__device__ __forceinline__ void wgmma_ss_mn(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, int accumulate);
+
 // D[64 x kN] += A * B with A (64 x 16) in registers (the mma.sync A-fragment
 // layout per warp) and B (16 x kN) MN-major in shared memory (O = P V).
 template <typename T, int kN>
@@ -159,6 +166,17 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
     asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n" \
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." PtxType "." PtxType " " BLOCKATTN_ACC64 \
                  ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
+                 : BLOCKATTN_ACC64_OPERANDS(d) \
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
+  }
+
+#define BLOCKATTN_WGMMA_SS_MN_N128(CppType, PtxType, kATransposed, TransA) \
+  template <> \
+  __device__ __forceinline__ void wgmma_ss_mn<CppType, 128, kATransposed>(float(&d)[64], uint64_t desc_a, \
+                                                                          uint64_t desc_b, int accumulate) { \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." PtxType "." PtxType " " BLOCKATTN_ACC64 \
+                 ", %64, %65, p, 1, 1, " TransA ", 1;\n}\n" \
                  : BLOCKATTN_ACC64_OPERANDS(d) \
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate)); \
   }
@@ -260,6 +278,10 @@ BLOCKATTN_WGMMA_RS_N128(__nv_bfloat16, "bf16")
 BLOCKATTN_WGMMA_RS_N128(__half, "f16")
 BLOCKATTN_WGMMA_SS_N128(__nv_bfloat16, "bf16")
 BLOCKATTN_WGMMA_SS_N128(__half, "f16")
+BLOCKATTN_WGMMA_SS_MN_N128(__nv_bfloat16, "bf16", false, "0")
+BLOCKATTN_WGMMA_SS_MN_N128(__half, "f16", false, "0")
+BLOCKATTN_WGMMA_SS_MN_N128(__nv_bfloat16, "bf16", true, "1")
+BLOCKATTN_WGMMA_SS_MN_N128(__half, "f16", true, "1")
 BLOCKATTN_WGMMA_SS_N80(__nv_bfloat16, "bf16")
 BLOCKATTN_WGMMA_SS_N80(__half, "f16")
 BLOCKATTN_WGMMA_SS_N176(__nv_bfloat16, "bf16")
@@ -282,6 +304,7 @@ BLOCKATTN_WGMMA_RS_N256(__half, "f16")
 #undef BLOCKATTN_WGMMA_RS_N64
 #undef BLOCKATTN_WGMMA_RS_N128
 #undef BLOCKATTN_WGMMA_SS_N128
+#undef BLOCKATTN_WGMMA_SS_MN_N128
 #undef BLOCKATTN_WGMMA_RS_N96
 #undef BLOCKATTN_WGMMA_RS_N160
 #undef BLOCKATTN_WGMMA_RS_N192
