@@ -175,12 +175,24 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   tile::OperandA<kKeys> ds_op = tile::to_operand<T>(ds);
   named_barrier_sync(barrier_id, 128);  // P (and dS) of all rows are in place; S and dP are done with V
 
+  // The three epilogues' table values for the warp's rows (rotary), loaded
+  // once, while dV's product runs (tile/rotary.cuh, row_angles). H100,
+  // headline-d64, rotary over plain backward: 1.29-1.30x -> 1.16x (fp32
+  // tables), 1.24-1.25x -> 1.17-1.18x (bf16). At D = 128 the same (64 angles
+  // a thread) read 1.32-1.34x -> 1.38x, so only D = 64 takes them (the other
+  // head dims are not measured).
+  const auto angles = [&] {
+    if constexpr (D == 64)
+      return hooks.template row_angles<kPaddedD>(t, row0, lane);
+    else
+      return tile::NoRowAngles{};
+  }();
   // dV = P^T dO, staged in this warp's key rows of V.
   {
     tile::OperandA<kRows> pt = transposed_rows<T, kRows, kKeys>(probs_tile, row0, lane);
     tile::Accumulator<kPaddedD> dv;
     wgmma_rs_tile<T, kPaddedD, Layout>(dv, pt, dout_addr);
-    hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
+    hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane, angles);
     tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(
         dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
   }
@@ -210,7 +222,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     wgmma_commit();
     wgmma_wait<0>();
     fence_registers(dq.regs());
-    hooks.epilogue(tile::Output::kDq, dq, t, row0, c * kDqCols, lane);
+    hooks.epilogue(tile::Output::kDq, dq, t, row0, c * kDqCols, lane, angles);
     tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * kDqCols, lane);
   }
   __syncwarp();
@@ -232,7 +244,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   {
     tile::Accumulator<kPaddedD> dk;
     wgmma_rs_tile<T, kPaddedD, Layout>(dk, dst, q_addr);
-    hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
+    hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane, angles);
     tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(
         dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
   }

@@ -9,7 +9,10 @@
 //             transpose rotation to dQ, dK (and dV).
 // Beside them, look_ahead(coords) fills in what the two read per tile from
 // global memory (the rotary table row of the block's first token), where a
-// frame reads a tile's coordinates before it waits for the tile.
+// frame reads a tile's coordinates before it waits for the tile; and
+// row_angles<kN>(coords, rows_begin, lane) reads what the epilogue needs for
+// a warp's rows, for a kernel to issue early and pass to the epilogue
+// (an overload taking it).
 // A hook set is a type constructed from the kernel's AttentionParams with
 // these members and two flags:
 //   kModifiesOperands  the prologue writes shared memory (the kernel then
@@ -48,6 +51,16 @@ struct NoHooks {
   template <int kN>
   __device__ __forceinline__ void epilogue(Output, Accumulator<kN>&, const TileCoords&, int /*rows_begin*/,
                                            int /*col0*/, int /*lane*/) const {}
+
+  // What the epilogue reads per tile, read ahead (RotaryHooks::row_angles),
+  // and the epilogue that takes it.
+  template <int kN>
+  __device__ __forceinline__ NoRowAngles row_angles(const TileCoords&, int /*rows_begin*/, int /*lane*/) const {
+    return {};
+  }
+  template <int kN>
+  __device__ __forceinline__ void epilogue(Output, Accumulator<kN>&, const TileCoords&, int /*rows_begin*/,
+                                           int /*col0*/, int /*lane*/, NoRowAngles) const {}
 };
 
 template <core::Fusion F>

@@ -98,6 +98,19 @@ struct TableView {
   }
 };
 
+// The angles of a warp's two accumulator rows (lane / 4 and lane / 4 + 8 of
+// its 16), as the epilogue applies them to a kN-column output: kN / 8 pairs
+// a row, in the order the accumulator holds them. Read once per tile and
+// kept in registers for the three gradients (RotaryHooks::row_angles).
+template <int kN>
+struct RowAngles {
+  float c[2][kN / 8], s[2][kN / 8];
+  bool rotate[2];  // the row lies inside the block and its position inside the table
+  bool loaded;     // r = kN; otherwise the epilogue reads the table itself
+};
+// In place of RowAngles where a kernel reads no angles ahead.
+struct NoRowAngles {};
+
 class RotaryHooks {
  public:
   static constexpr bool kModifiesOperands = true;
@@ -182,6 +195,80 @@ class RotaryHooks {
         }
       }
     });
+  }
+
+  // The angles of the epilogues of a tile's dQ, dK and dV, loaded once
+  // where r = kN (either pair layout). The backward issues these loads
+  // before its first product of the tile, so that their latency runs under
+  // it: read at each epilogue, right after the product it rotates, they were
+  // the rotary backward's largest stall (ncu, H200, headline-d64: the three
+  // epilogue stretches held 45% of its samples, mostly waiting on the same
+  // table values, read again for each gradient).
+  template <int kN>
+  __device__ __forceinline__ RowAngles<kN> row_angles(const TileCoords& t, int rows_begin, int lane) const {
+    const RotaryParams& r = p_.rotary;
+    RowAngles<kN> a;
+    a.loaded = r.half == kN / 2;
+    const int64_t first = first_position(t);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rows_begin + lane / 4 + 8 * h;
+      const int64_t pos = position(t, first, row);
+      a.rotate[h] = row < t.block.row_count && in_table(pos);
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+        a.c[h][j] = 1.f, a.s[h][j] = 0.f;
+      if (!a.loaded || !a.rotate[h]) continue;
+      with_table([&](const auto& table) {
+        if (r.half_split) {
+#pragma unroll
+          for (int j = 0; j < kN / 16; ++j) {  // fragment j's two adjacent pairs: one 8-byte load per table
+            float c[2], s[2];
+            table.load_pairs(pos, fragment_col(j, 0, lane), c, s);
+            a.c[h][2 * j] = c[0], a.c[h][2 * j + 1] = c[1];
+            a.s[h][2 * j] = s[0], a.s[h][2 * j + 1] = s[1];
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < kN / 8; ++j) {
+            const int pair = fragment_col(j, 0, lane) / 2;
+            a.c[h][j] = table.cos_at(pos, pair);
+            a.s[h][j] = table.sin_at(pos, pair);
+          }
+        }
+      });
+    }
+    return a;
+  }
+
+  template <int kN>
+  __device__ __forceinline__ void epilogue(Output o, Accumulator<kN>& acc, const TileCoords& t, int rows_begin,
+                                           int col0, int lane, NoRowAngles) const {
+    epilogue(o, acc, t, rows_begin, col0, lane);
+  }
+
+  // The epilogue with the tile's angles loaded ahead (whole rows, col0 == 0).
+  template <int kN>
+  __device__ __forceinline__ void epilogue(Output o, Accumulator<kN>& acc, const TileCoords& t, int rows_begin,
+                                           int col0, int lane, const RowAngles<kN>& a) const {
+    const RotaryParams& r = p_.rotary;
+    if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
+    if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!a.rotate[h]) continue;
+      if (r.half_split) {
+#pragma unroll
+        for (int j = 0; j < kN / 16; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            rotate_back(acc.c[j][2 * h + e], acc.c[j + kN / 16][2 * h + e], a.c[h][2 * j + e], a.s[h][2 * j + e]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kN / 8; ++j)
+          rotate_back(acc.c[j][2 * h], acc.c[j][2 * h + 1], a.c[h][j], a.s[h][j]);
+      }
+    }
   }
 
  private:
