@@ -20,15 +20,25 @@
 // points slower: docs/perf.md, "An sm_90 backward for grouped-query
 // attention".)
 //
-// Tile op at D = 128: the output columns split between the consumer
-// warpgroups, 64 + 64. Per head, each consumer computes S = Q K^T, dP = dO V^T and the softmax for
-// all 64 rows (twice rather than exchanged: the consumers then share no
-// barrier but at partial blocks, and drift apart, one's softmax under the
-// other's products), stages P and dS in tiles of its own and reads them back
-// transposed. Consumer c owns output columns [64c, 64c + 64):
+// Tile op for grouped heads at D = 128 (GroupedSplit::kProducts,
+// grouped_products_unit): consumer 0 computes S = Q K^T, dP = dO V^T and the
+// softmax once per head, hands P and dS to consumer 1 through one of two
+// shared buffers, and sums dV += P^T dO; consumer 1 sums dK += dS^T Q and
+// computes dQ = dS K, staged in a tile of its own and stored per head.
+//
+// Tile op of the FewBlocks form at D = 128 (a group of one;
+// GroupedSplit::kColumns): the output columns split between the consumer
+// warpgroups, 64 + 64. Per head, each consumer computes S, dP and the
+// softmax for all 64 rows (twice rather than exchanged: the consumers then
+// share no barrier but at partial blocks, and drift apart, one's softmax
+// under the other's products), stages P and dS in tiles of its own and reads
+// them back transposed. Consumer c owns output columns [64c, 64c + 64):
 //   dQ_c  = scale dS K_c     staged over its P tile, stored per head;
 //   dV_c += P^T dO_c         in registers across the group,
 //   dK_c += dS^T Q_c         stored after the last head (dK scaled once).
+// Split this way, grouped heads computed S and dP twice per head and were
+// bound by matrix work on an H200 (65% of copy, against 86% split by
+// products; docs/perf.md, "Session 31").
 // Warp w of a consumer owns rows 16w .. + 16 (of queries and of keys), so
 // every staged row is written and stored by one warp.
 //
@@ -404,11 +414,16 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
 // One unit split by products (GroupedSplit::kProducts, grouped heads at
 // D = 128; docs/design/sm90_grouped_backward.md, "Session 31 plan"). The
 // column split computed S and dP in both consumers, which bound the kernel
-// by matrix work on an H200 (65% of copy; 86% split by products). Per head, consumer 0 computes S, dP and the softmax
-// once, stages P and dS in buffer n % 2 (n = u G + g, the CTA's head) and sums dV += P^T dO; consumer 1 takes dS from
-// the buffer, sums dK += dS^T Q and computes dQ = dS K. Every product reads its A operand from shared memory (P and dS
-// transposed: MN-major), so each consumer holds its D-column sum, 64 registers, and one transient pair (S and dP, or
-// dQ) of 64.
+// by matrix work on an H200 (65% of copy; 86% split by products). Per head,
+// consumer 0 computes S, dP and the softmax once, stages P and dS in buffer
+// n % 2 (n = u G + g, the CTA's head) and sums dV += P^T dO; consumer 1
+// takes dS from the buffer, sums dK += dS^T Q and computes dQ = dS K. Every
+// product reads its A operand from shared memory (P and dS transposed:
+// MN-major), so each consumer holds its D-column sum, 64 registers, and one
+// transient pair (S and dP, or dQ) of 64. At D = 64, where the two consumers
+// take whole units, the same split read 60% of copy against 70-76 (H200,
+// mqa-d64-h8x1, session 31): there it adds a hand-off to every head's chain
+// and removes no product.
 template <typename T, int D, GroupedForm kForm>
 __device__ __forceinline__ void grouped_products_unit(const Params& p, const GroupedBackwardSmem<T, D, kForm>& sm,
                                                       const tile::TileCoords& unit, int u, int first, int consumer) {
