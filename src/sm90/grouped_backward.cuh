@@ -233,6 +233,34 @@ constexpr uint32_t kOwnBarrier0 = 2;
 // The consumers' turns (Cfg::kTakeTurns): barriers 4 and 5.
 constexpr uint32_t kTurnBarrier0 = 4;
 
+// S = Q K^T and dP = dO V^T over a tile's 64 rows, issued as two groups so
+// that the exponentials of S can run while dP's product does
+// (softmax_of_scores).
+template <typename T, int kRows, int D, typename Layout>
+__device__ __forceinline__ void issue_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds, uint32_t q_addr,
+                                             uint32_t dout_addr, uint32_t k_addr, uint32_t v_addr) {
+  wgmma_fence();
+  issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
+  wgmma_commit();
+  issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
+  wgmma_commit();
+}
+
+// Waits for issue_scores' two groups in turn: S into P (normalized, rows past
+// the block's end zeroed) while dP's product runs, then dP into dS.
+template <int kRows>
+__device__ __forceinline__ void softmax_of_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds,
+                                                  const schedule::BlockDesc& block, int row0, float scale_log2,
+                                                  int lane) {
+  wgmma_wait<1>();
+  fence_registers(s.regs());
+  float row_sum[2];
+  tile::exp_rows_in_tile(s, block, row0, scale_log2, row_sum, lane);
+  wgmma_wait<0>();
+  fence_registers(ds.regs());
+  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, block.row_count, lane));
+}
+
 // One unit, the CTA's u-th: the group's heads in order, then dK and dV.
 // `first` is the unit's first head's first tensor in the ring's stream, where
 // its heads lie Cfg::kHeadStride tensors apart.
@@ -348,8 +376,6 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     in.wait(kHeadDout);  // every consumer waits for every tensor in stream order (tensor_ring.cuh)
     in.wait(kHeadQ);
     const bool accumulate = g > 0;  // past the first head
-    tile::TileCoords t = unit;
-    t.q_head = unit.q_head + g;
     T* const q = in.template data<T>(kHeadQ);
     T* const dout = in.template data<T>(kHeadDout);
     const uint32_t q_addr = tile::smem_u32(q), dout_addr = tile::smem_u32(dout);
@@ -360,19 +386,9 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     // exponentials of S run while dP's product does.
     tile::Accumulator<kRows> s, ds;
     if constexpr (Cfg::kTakeTurns) turns.wait_turn();
-    wgmma_fence();
-    issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
-    wgmma_commit();
-    issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
-    wgmma_commit();
+    issue_scores<T, kRows, D, Layout>(s, ds, q_addr, dout_addr, k_addr, v_addr);
     if constexpr (Cfg::kTakeTurns) turns.pass_turn();
-    wgmma_wait<1>();
-    fence_registers(s.regs());
-    float row_sum[2];
-    tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
-    wgmma_wait<0>();
-    fence_registers(ds.regs());
-    tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
+    softmax_of_scores(s, ds, unit.block, row0, p.attn.scale_log2, lane);
     // The warp's rows of this consumer's P and dS tiles: the last thing there
     // was the warp's own output, stored (by TMA: once the TMA unit has read it).
     if constexpr (Cfg::kStoresByTma) wait_store_reads(lane);
@@ -399,7 +415,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     if constexpr (Cfg::kTakeTurns) turns.pass_turn();
     wgmma_wait<1>();
     fence_rs_product(dq, ds_rows);
-    write(dq, scale, p.dq, p.dq_map, t.q_head);
+    write(dq, scale, p.dq, p.dq_map, unit.q_head + g);
     wgmma_wait<0>();
     fence_rs_product(dv, p_keys);
     fence_rs_product(dk, ds_keys);
@@ -484,21 +500,9 @@ __device__ __forceinline__ void grouped_products_unit(const Params& p, const Gro
         fence_async_shared();  // generic writes, read next by wgmma (async proxy)
         named_barrier_sync(own_barrier, 128);
       }
-      tile::TileCoords t = unit;
-      t.q_head = unit.q_head + g;
       tile::Accumulator<kRows> s, ds;
-      wgmma_fence();
-      issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
-      wgmma_commit();
-      issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
-      wgmma_commit();
-      wgmma_wait<1>();
-      fence_registers(s.regs());
-      float row_sum[2];
-      tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
-      wgmma_wait<0>();
-      fence_registers(ds.regs());
-      tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
+      issue_scores<T, kRows, D, Layout>(s, ds, q_addr, dout_addr, k_addr, v_addr);
+      softmax_of_scores(s, ds, unit.block, row0, p.attn.scale_log2, lane);
       // P and dS into the buffer once consumer 1's products have read its
       // last contents (and this consumer's own dV product, waited for).
       sm.handoff_empty[buffer.stage].wait(buffer.empty_parity());
