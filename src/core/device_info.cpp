@@ -29,7 +29,13 @@ int compute_capability() {
   });
 }
 
+namespace {
+std::atomic<int> memory_peak_for_testing{0};  // set_memory_peak_for_testing
+}  // namespace
+
 int memory_peak_gbps() {
+  const int forced = memory_peak_for_testing.load(std::memory_order_relaxed);
+  if (forced > 0) return forced;
   static PerDeviceCache cache;
   return cache.get([] {
     const int64_t clock_khz = device_attribute(cudaDevAttrMemoryClockRate);
@@ -80,6 +86,10 @@ Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas) {
 
 void set_persistent_grid_cap_for_testing(int max_ctas) {
   grid_cap_for_testing.store(std::max(0, max_ctas), std::memory_order_relaxed);
+}
+
+void set_memory_peak_for_testing(int gbps) {
+  memory_peak_for_testing.store(std::max(0, gbps), std::memory_order_relaxed);
 }
 
 }  // namespace blockattn::core

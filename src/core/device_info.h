@@ -63,4 +63,10 @@ Status persistent_grid(int ctas_per_sm, int64_t max_tiles, int* num_ctas);
 // exercised. Process-wide; not part of the public API.
 void set_persistent_grid_cap_for_testing(int max_ctas);
 
+// Tests only: memory_peak_gbps() returns `gbps` (0: the device's own), so
+// that the choices made for fast memory (core::DeviceTraits: batch kinds,
+// kAuto, the sm_90 backward's store walk) run and are checked on any GPU.
+// Process-wide; not part of the public API.
+void set_memory_peak_for_testing(int gbps);
+
 }  // namespace blockattn::core

@@ -144,6 +144,15 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   } ops{sm.q(stage), sm.k(stage), sm.v(stage), sm.dout(stage)};
   const uint32_t q_addr = tile::smem_u32(ops.q), k_addr = tile::smem_u32(ops.k);
   const uint32_t v_addr = tile::smem_u32(ops.v), dout_addr = tile::smem_u32(ops.dout);
+  // dV and dK's way out: staged in the warp's rows of a tile no product
+  // reads any more, then stored (D columns of the padded rows).
+  auto write = [&](const tile::Accumulator<kPaddedD>& acc, const tile::RowScale& factor, T* staging,
+                   const TensorView& out, int head) BLOCKATTN_INLINE {
+    tile::stage_rows<Layout, T>(acc, factor, staging, row0, 0, lane);
+    __syncwarp();
+    store_staged_rows_walked<Layout, D>(p.stepped_stores, staging, row0, tile::head_rows_out<T>(out, t.block, head),
+                                        out.token_stride, valid, lane);
+  };
   if (valid < kRows) {  // every product must see zeros past the block end
     tile::zero_rows_from<Layout, kRows, D, 128>(ops.q, valid, tid);
     tile::zero_rows_from<Layout, kRows, D, 128>(ops.k, valid, tid);
@@ -193,8 +202,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<kPaddedD> dv;
     wgmma_rs_tile<T, kPaddedD, Layout>(dv, pt, dout_addr);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane, angles);
-    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(
-        dv, one, ops.v, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
+    write(dv, one, ops.v, p.dv, t.kv_head);
   }
 
   // No warp's dV product reads dO any more, nor its dV rows in V: dQ is
@@ -226,8 +234,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * kDqCols, lane);
   }
   __syncwarp();
-  tile::store_rows<Layout, D, kRowWalk>(ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head),
-                                        p.dq.token_stride, valid, lane);
+  store_staged_rows_walked<Layout, D>(p.stepped_stores, ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head),
+                                      p.dq.token_stride, valid, lane);
   // dS^T of this warp's key rows. In the consumer's own scratch it is read
   // before the barrier below: the next tile's dS rows land there only after
   // it, so no warp's staging can overwrite rows another warp is still reading
@@ -245,8 +253,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::Accumulator<kPaddedD> dk;
     wgmma_rs_tile<T, kPaddedD, Layout>(dk, dst, q_addr);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane, angles);
-    tile::write_rows<Layout, T, kPaddedD, D, kRowWalk>(
-        dk, scale, ops.k, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
+    write(dk, scale, ops.k, p.dk, t.kv_head);
   }
 }
 

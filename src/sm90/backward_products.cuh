@@ -20,6 +20,18 @@ namespace blockattn::sm90 {
 // "The output stores' address arithmetic" and "The D = 96 sm_90 backward").
 constexpr tile::RowWalk kRowWalk = tile::RowWalk::kPerUnit;
 
+// The per-tile backward's stores of a warp's staged rows, walked as the
+// host chose (Params::stepped_stores, backward_stores_stepped() in params.h:
+// stepped for short sequences on fast memory).
+template <typename Layout, int kCols, typename T>
+__device__ __forceinline__ void store_staged_rows_walked(bool stepped, const T* staging, int row0, T* dst,
+                                                         int64_t row_stride, int valid_rows, int lane) {
+  if (stepped)
+    tile::store_rows<Layout, kCols, tile::RowWalk::kStepped>(staging, row0, dst, row_stride, valid_rows, lane);
+  else
+    tile::store_rows<Layout, kCols, kRowWalk>(staging, row0, dst, row_stride, valid_rows, lane);
+}
+
 // A-operand fragments of X^T for this warp's 16 key rows, k-step by k-step,
 // from a kRows x kKeys tile X [query][key] laid out as `Layout` (ldmatrix.trans,
 // as in the sm80 gemm_atb). All k-steps are loaded before any wgmma reads

@@ -9,6 +9,7 @@
 #include "blockattn/dense.h"
 #include "common/attention_params.h"
 #include "common/dense_params.h"
+#include "core/batch_kind.h"
 #include "tile/chunk_width.h"
 
 namespace blockattn::sm90 {
@@ -48,6 +49,21 @@ constexpr bool grouped_backward_kernel(int head_dim, int block_size, bool rotary
 // with plain stores.
 constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 
+// How the per-tile backward (backward_kernel.cuh) walks the rows of an output
+// it stores from its staging tile (tile::RowWalk): stepped for batches of
+// short sequences on fast memory, per unit everywhere else. The walks read
+// and write the same addresses; stepped loads a warp's whole staging rows
+// unconditionally and predicates the stores, per unit branches around each.
+// Same runs, % of copy, backward (docs/perf.md, "Session 32"):
+//   H200: tail-d64 70.5-71.2 -> 74.6-75.0, tail-d128 69.5-69.8 -> 77.0-77.1,
+//         sweep-d128-L256-f0.5 (a long batch there) 85.0-89.4 -> 83.6-84.7;
+//   H100: tail-d64 78.0-80.3 -> 74.4-77.0, tail-d128 81.9-82.0 -> 79.5-80.8.
+// A run-time choice: a kernel of each walk would add a third of the sm_90
+// backward's build for one branch per store.
+inline bool backward_stores_stepped(BatchKind kind, const core::DeviceTraits& device) {
+  return kind == BatchKind::kShort && device.memory_peak_gbps >= core::kFastMemoryGBps;
+}
+
 struct Params {
   // TMA maps of the inputs (64-byte aligned by their type); dout_map only in
   // the backward.
@@ -60,6 +76,7 @@ struct Params {
   TensorView out;         // forward
   TensorView dq, dk, dv;  // backward
   AttentionParams attn;
+  bool stepped_stores;  // the per-tile backward's row walk: backward_stores_stepped()
 };
 
 // The dense forward's: TMA maps of q, k, v ([B, H, S, D], rank 4) and the

@@ -749,6 +749,13 @@ INSTANTIATE_TEST_SUITE_P(All, MalformedOffsets, ::testing::ValuesIn(malformed_co
 // lengths are drawn around each kind's mean, the block edges included.
 class BatchKinds : public ::testing::TestWithParam<Config> {};
 
+// The device's memory read as an H200's (4.8 TB/s) while in scope, restored
+// however the case ends.
+struct FastMemory {
+  FastMemory() { core::set_memory_peak_for_testing(4800); }
+  ~FastMemory() { core::set_memory_peak_for_testing(0); }
+};
+
 TEST_P(BatchKinds, MatchReference) {
   REQUIRE_GPU();
   std::mt19937_64 rng = testing::test_rng();
@@ -789,6 +796,14 @@ TEST_P(BatchKinds, MatchReference) {
     Config malformed = GetParam();
     malformed.offsets = OffsetsKind::kMalformed;
     run_case(malformed, many(), rng);
+  }
+  {
+    // What an H200 runs (core::kFastMemoryGBps): batches of a few blocks as
+    // long ones, short ones with the sm_90 backward's stepped stores.
+    SCOPED_TRACE("as on fast memory: short, then a few blocks");
+    FastMemory fast;
+    run_case(GetParam(), draw(40, 0, b - 1, {0, 1, b - 1, b}), rng);
+    run_case(GetParam(), draw(24, b + 1, 2 * b + b / 2, {b, b + 1, 2 * b - 1, 2 * b}), rng);
   }
 }
 std::vector<Config> batch_kind_configs() {
