@@ -54,12 +54,14 @@ constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 // short sequences on fast memory, per unit everywhere else. The walks read
 // and write the same addresses; stepped loads a warp's whole staging rows
 // unconditionally and predicates the stores, per unit branches around each.
-// Same runs, % of copy, backward (docs/perf.md, "Session 32"):
+// Stepped everywhere, against per unit, same runs, % of copy, backward
+// (docs/perf.md, "Session 32"):
 //   H200: tail-d64 70.5-71.2 -> 74.6-75.0, tail-d128 69.5-69.8 -> 77.0-77.1,
 //         sweep-d128-L256-f0.5 (a long batch there) 85.0-89.4 -> 83.6-84.7;
 //   H100: tail-d64 78.0-80.3 -> 74.4-77.0, tail-d128 81.9-82.0 -> 79.5-80.8.
-// A run-time choice: a kernel of each walk would add a third of the sm_90
-// backward's build for one branch per store.
+// A run-time choice, since a kernel of each walk would add a third of the
+// sm_90 backward's build; with its branch per store the H200 reads tail-d64
+// 71.6-71.8 and tail-d128 75.0-76.0 (69-70 per unit), the H100 as before.
 inline bool backward_stores_stepped(BatchKind kind, const core::DeviceTraits& device) {
   return kind == BatchKind::kShort && device.memory_peak_gbps >= core::kFastMemoryGBps;
 }

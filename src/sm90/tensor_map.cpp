@@ -85,8 +85,9 @@ bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, in
   // fills straddle two heads' rows, and the sm_90 backward at D = 160 read
   // 7.2 GB from DRAM for 6.3 GB of inputs (H100, ncu). Fills of the box
   // row's own 64 bytes, same runs, % of copy (docs/perf.md, "Session 32"):
-  // headdim-d160-h3 backward 84.4-84.7 -> 86.5-86.7, headdim-d96-h5
-  // 86.0-87.0 -> 86.5-86.9; at D = 32 they read 92.9-93.1 against 93.8.
+  // headdim-d160-h3 backward 84.4-84.7 -> 86.5-86.7 (DRAM reads 6.34 GB),
+  // headdim-d96-h5 86.0-87.0 -> 86.5-86.9; given to D = 32 as well, they
+  // read 92.9-93.1 there against 93.8, so not there.
   const bool several_narrow_boxes = box_cols < tile::kChunkCols && head_dim > box_cols;
   return encode_tiled<3>(map, dtype, t.data, dims, strides, box, error,
                          several_narrow_boxes ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
