@@ -113,8 +113,7 @@ class Sm90Backend final : public core::KernelBackend {
     params.dk = p.tensor(TensorId::kDk);
     params.dv = p.tensor(TensorId::kDv);
     params.attn = attention_params(p, s);
-    const core::DeviceTraits device{core::memory_peak_gbps()};
-    params.stepped_stores = backward_stores_stepped(batch_kind(p, device), device);
+    params.stepped_stores = backward_stores_stepped(p, core::DeviceTraits{core::memory_peak_gbps()});
     // Tiles are (block, query head), but for the grouped backward's units (block, KV head).
     const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
                               (grouped_backward(p) ? p.shape.num_kv_heads : p.shape.num_q_heads);

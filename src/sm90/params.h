@@ -62,8 +62,9 @@ constexpr uint32_t kStoreBoxRows = 16;  // a warp's rows of a tile
 // A run-time choice, since a kernel of each walk would add a third of the
 // sm_90 backward's build; with its branch per store the H200 reads tail-d64
 // 71.6-71.8 and tail-d128 75.0-76.0 (69-70 per unit), the H100 as before.
-inline bool backward_stores_stepped(BatchKind kind, const core::DeviceTraits& device) {
-  return kind == BatchKind::kShort && device.memory_peak_gbps >= core::kFastMemoryGBps;
+inline bool backward_stores_stepped(const core::Problem& p, const core::DeviceTraits& device) {
+  return p.operation == Operation::kBackward && batch_kind(p, device) == BatchKind::kShort &&
+         device.memory_peak_gbps >= core::kFastMemoryGBps;
 }
 
 struct Params {

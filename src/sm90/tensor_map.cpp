@@ -21,15 +21,28 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// A tiled map over `rank` dims (innermost first, contiguous), its box's
-// innermost extent one swizzle row: 64 x 16-bit with 128-byte swizzle or 32
-// with 64-byte swizzle (tile::Chunked). Out-of-range rows read as zeros.
+// A tiled map over `rank` dims (innermost first, contiguous; the innermost
+// is a head's D columns), its box's innermost extent one swizzle row: 64 x
+// 16-bit with 128-byte swizzle or 32 with 64-byte swizzle (tile::Chunked).
+// Out-of-range rows read as zeros.
 template <int kRank>
 bool encode_tiled(CUtensorMap* map, DType dtype, void* data, const cuuint64_t (&dims)[kRank],
-                  const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char** error,
-                  CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
-  const CUtensorMapSwizzle swizzle =
-      box[0] == tile::kChunkCols ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+                  const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char** error) {
+  const bool narrow_box = box[0] < tile::kChunkCols;
+  const CUtensorMapSwizzle swizzle = narrow_box ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+  // How wide the L2 makes its fill when a box row misses. 256 bytes where a
+  // head row is one 64-byte box (D = 32: the fill brings neighbouring heads'
+  // rows, which other CTAs' tiles read at the same time) or 128-byte boxes
+  // (D = 64, 128, ...: whole pieces of the head's row). Where a head row is
+  // several 64-byte boxes (D = 96: 192 bytes, D = 160: 320) the 256-byte
+  // fills straddle two heads' rows, and the sm_90 backward at D = 160 read
+  // 7.2 GB from DRAM for 6.3 GB of inputs (H100, ncu). Fills of the box
+  // row's own 64 bytes, same runs, % of copy (docs/perf.md, "Session 32"):
+  // headdim-d160-h3 backward 84.4-84.7 -> 86.5-86.7 (DRAM reads 6.34 GB),
+  // headdim-d96-h5 86.0-87.0 -> 86.5-86.9; given to D = 32 as well, they
+  // read 92.9-93.1 there against 93.8, so not there.
+  const CUtensorMapL2promotion promotion =
+      narrow_box && dims[0] > box[0] ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   const auto encode = encode_fn();
   if (encode == nullptr) {
     *error = "cuTensorMapEncodeTiled is not available from the driver";
@@ -77,20 +90,7 @@ bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, in
   const cuuint64_t strides[2] = {tma_byte_stride(t.head_stride, heads, head_dim),
                                  static_cast<cuuint64_t>(t.token_stride) * 2};
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_cols), 1, box_rows};
-  // How wide the L2 makes its fill when a box row misses. 256 bytes where a
-  // head row is one 64-byte box (D = 32: the fill brings neighbouring heads'
-  // rows, which other CTAs' tiles read at the same time) or 128-byte boxes
-  // (D = 64, 128, ...: whole pieces of the head's row). Where a head row is
-  // several 64-byte boxes (D = 96: 192 bytes, D = 160: 320) the 256-byte
-  // fills straddle two heads' rows, and the sm_90 backward at D = 160 read
-  // 7.2 GB from DRAM for 6.3 GB of inputs (H100, ncu). Fills of the box
-  // row's own 64 bytes, same runs, % of copy (docs/perf.md, "Session 32"):
-  // headdim-d160-h3 backward 84.4-84.7 -> 86.5-86.7 (DRAM reads 6.34 GB),
-  // headdim-d96-h5 86.0-87.0 -> 86.5-86.9; given to D = 32 as well, they
-  // read 92.9-93.1 there against 93.8, so not there.
-  const bool several_narrow_boxes = box_cols < tile::kChunkCols && head_dim > box_cols;
-  return encode_tiled<3>(map, dtype, t.data, dims, strides, box, error,
-                         several_narrow_boxes ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+  return encode_tiled<3>(map, dtype, t.data, dims, strides, box, error);
 }
 
 const char* dense_tma_layout_problem(const DenseTensorView& t, int64_t batch, int heads, int64_t seq_len) {
