@@ -43,15 +43,15 @@ constexpr MappedTensor kBackwardOutputs[] = {
 
 // visit(tensor, heads, box rows) for every tensor the problem's kernel (the
 // variant of `kernel` that runs it) reaches through a TMA map: its inputs
-// (box: a tile's rows) and, where it stores by TMA, its outputs (box: a
-// warp's rows).
+// (box: `input_box_rows`, Params::input_box_rows) and, where it stores by
+// TMA, its outputs (box: a warp's rows).
 template <typename Visit>
-void for_each_mapped_tensor(const Problem& p, const KernelEntry<Params>& kernel, Visit&& visit) {
+void for_each_mapped_tensor(const Problem& p, const KernelEntry<Params>& kernel, int input_box_rows, Visit&& visit) {
   auto heads = [&](TensorId id) {
     const bool kv = id == TensorId::kK || id == TensorId::kV || id == TensorId::kDk || id == TensorId::kDv;
     return kv ? p.shape.num_kv_heads : p.shape.num_q_heads;
   };
-  const auto block_rows = static_cast<uint32_t>(p.shape.block_size);
+  const auto block_rows = static_cast<uint32_t>(input_box_rows);
   if (p.operation == Operation::kForward) {
     for (const MappedTensor& in : kForwardInputs)
       visit(in, heads(in.id), block_rows);
@@ -78,7 +78,8 @@ class Sm90Backend final : public core::KernelBackend {
           "backend kHopper's backward supports num_q_heads != num_kv_heads at head_dim 64 and 128 with block_size 64 "
           "and no rotary only (other grouped-query backwards run on kPortable)");
     const char* why = nullptr;
-    for_each_mapped_tensor(p, *kernel, [&](const MappedTensor& t, int heads, uint32_t) {
+    // (The layout check does not depend on the boxes' rows.)
+    for_each_mapped_tensor(p, *kernel, p.shape.block_size, [&](const MappedTensor& t, int heads, uint32_t) {
       if (why == nullptr) why = tma_layout_problem(p.tensor(t.id), heads);
     });
     if (why != nullptr) return core::unsupported("backend kHopper cannot address this layout: ", why);
@@ -100,9 +101,11 @@ class Sm90Backend final : public core::KernelBackend {
     // (e.g. a backward reusing the forward's schedule, in PyTorch's autograd
     // thread) would have none.
     BLOCKATTN_RETURN_IF_ERROR(core::make_device_current());
+    const core::DeviceTraits device{core::memory_peak_gbps()};
     Params params{};
+    params.input_box_rows = backward_input_box_rows(p, device);
     const char* error = nullptr;
-    for_each_mapped_tensor(p, *kernel, [&](const MappedTensor& t, int heads, uint32_t box_rows) {
+    for_each_mapped_tensor(p, *kernel, params.input_box_rows, [&](const MappedTensor& t, int heads, uint32_t box_rows) {
       if (error == nullptr)
         encode_head_tile_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens, heads,
                              p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim), box_rows, &error);
@@ -113,7 +116,7 @@ class Sm90Backend final : public core::KernelBackend {
     params.dk = p.tensor(TensorId::kDk);
     params.dv = p.tensor(TensorId::kDv);
     params.attn = attention_params(p, s);
-    params.stepped_stores = backward_stores_stepped(p, core::DeviceTraits{core::memory_peak_gbps()});
+    params.stepped_stores = backward_stores_stepped(p, device);
     // Tiles are (block, query head), but for the grouped backward's units (block, KV head).
     const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
                               (grouped_backward(p) ? p.shape.num_kv_heads : p.shape.num_q_heads);

@@ -94,6 +94,9 @@ struct BackwardConfig {
   // tail-d64 6.5 points and tail-d128 3, and gained headline-d128 0.4
   // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame").
   static constexpr int kNeighbourTiles = D == 160 || D == 192 ? kConsumers : 1;
+  // Whether the inputs may come in boxes of Params::input_box_rows rows (the
+  // short-sequence kernel at D = 64; backward_row_boxes_kernel, params.h).
+  static constexpr bool kRowBoxes = kDsInV;
 };
 
 template <typename T, int D, int B, bool S>
@@ -274,7 +277,14 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
                                   {&p.k_map, t.kv_head, sm.k(stage)},
                                   {&p.v_map, t.kv_head, sm.v(stage)},
                                   {&p.dout_map, t.q_head, sm.dout(stage)}};
-        load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
+        if constexpr (Cfg::kRowBoxes) {  // whole tiles, or the boxes that cover a packed tile's rows
+          const int rows = rows_in_boxes(t.block.row_count, p.input_box_rows);
+          full.arrive_expect_tx(Cfg::kStageBytes / Cfg::kRows * rows);  // rows past T are zero-filled but counted
+          load_block_rows<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, rows, p.input_box_rows, full);
+        } else {
+          full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
+          load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
+        }
       },
       [&](const tile::TileCoords& t, int stage, int consumer)
           BLOCKATTN_INLINE { backward_tile<T, D, B, S>(p, hooks, sm, t, stage, consumer); });
@@ -328,6 +338,10 @@ struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> : sm90::GroupedB
     using Config = sm90::BackwardConfig<T, D, B, sm90::stage_ds_in_v(D, BatchKind::kShort)>;
     static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, Config::kDsInV>;
   };
+  // The host encodes row boxes only for a kernel that loads them.
+  static_assert(Config::kRowBoxes == sm90::backward_row_boxes_kernel(D, BatchKind::kLong) &&
+                    ShortSequences::Config::kRowBoxes == sm90::backward_row_boxes_kernel(D, BatchKind::kShort),
+                "backward_row_boxes_kernel (params.h) names the kernels whose config has kRowBoxes");
 };
 #define BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(D)                                 \
   template <typename T, core::Fusion F>                                         \

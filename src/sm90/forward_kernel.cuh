@@ -195,6 +195,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
       [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
         const TmaTile tiles[3] = {
             {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
+        full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
         load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
       },
       [&](const tile::TileCoords& t, int stage, int consumer)

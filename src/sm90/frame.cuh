@@ -3,8 +3,9 @@
 // of Cfg::kStages shared-memory stages.
 //
 //   producer (thread 0 of warpgroup 0): for each of the CTA's tiles, waits
-//     until the tile's stage is free, announces its bytes and calls
-//     load(coords, stage, full_barrier) (loader.cuh issues the TMA copies);
+//     until the tile's stage is free and calls load(coords, stage,
+//     full_barrier), which announces the bytes it loads on the barrier and
+//     issues the TMA copies (loader.cuh);
 //   consumer c (warpgroup 1 + c): takes every kConsumers-th of the CTA's
 //     tiles, waits until its stage has landed, calls op(coords, stage) and
 //     hands the stage back.
@@ -175,7 +176,6 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
       full[slot.stage].arrive();
       continue;
     }
-    full[slot.stage].arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
     load(coords, slot.stage, full[slot.stage]);
   }
 }

@@ -33,6 +33,33 @@ __device__ __forceinline__ void load_block_tiles(const TmaTile (&tiles)[kN], int
     }
 }
 
+// The same in boxes of `box_rows` rows (the maps' box; a divisor of the
+// tile's rows), only as many as cover a tile's `rows`: a packed tile of short
+// sequences reads no more than a box past its own rows. Box r lands r rows
+// into its chunk (2-byte elements); r is a multiple of 8 rows, whole
+// 1024-byte swizzle atoms. The caller announces the bytes of rows_in_boxes()
+// rows per tile on `full`.
+template <typename Layout, int kChunks, int kN>
+__device__ __forceinline__ void load_block_rows(const TmaTile (&tiles)[kN], int32_t row_begin, int rows, int box_rows,
+                                                Barrier& full) {
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll 1
+      for (int r = 0; r < rows; r += box_rows) {
+        const int32_t at[3] = {c * Layout::kChunkColumns, tiles[n].head, row_begin + r};
+        ptx::cp_async_bulk_tensor(
+            ptx::space_cluster, ptx::space_global,
+            static_cast<unsigned char*>(tiles[n].dst) + c * Layout::kChunkBytes + r * Layout::kChunkColumns * 2,
+            tiles[n].map, at, &full.word);
+      }
+}
+// Rows of each tile that load_block_rows fills: `rows` rounded up to whole boxes.
+__device__ __forceinline__ int rows_in_boxes(int rows, int box_rows) {
+  return (rows + box_rows - 1) / box_rows * box_rows;
+}
+
 // The dense forward's: rows [row, row + box rows) of one (batch, head) of a
 // [B, H, S, D] tensor (rank-4 map, sm90/tensor_map.h), chunk by chunk.
 template <int kChunks, int kChunkBytes>
