@@ -45,7 +45,14 @@ namespace blockattn::sm90 {
 // for short sequences takes it.
 constexpr bool stage_ds_in_v(int head_dim, BatchKind kind) { return head_dim == 64 && kind == BatchKind::kShort; }
 
-template <typename T, int D, int B, bool kDsInVBuffer>
+// The config's bool: the kernel for batches of short sequences, where it
+// differs from the long one: dS in V's buffer (D = 64), row boxes (D = 64
+// and 128: backward_row_boxes_kernel, params.h).
+constexpr bool short_sequences_kernel_differs(int head_dim) {
+  return stage_ds_in_v(head_dim, BatchKind::kShort) || backward_row_boxes_kernel(head_dim, BatchKind::kShort);
+}
+
+template <typename T, int D, int B, bool kShortKernel>
 struct BackwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows and key rows of a tile, and the TMA box rows
@@ -67,7 +74,7 @@ struct BackwardConfig {
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
   static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
-  static constexpr bool kDsInV = kDsInVBuffer;              // stage_ds_in_v()
+  static constexpr bool kDsInV = kShortKernel && stage_ds_in_v(D, BatchKind::kShort);
   static_assert(!kDsInV || kTileBytes >= kProbTileBytes, "dS fits in V's buffer");
   static constexpr int kScratchBytes = (kDsInV ? 1 : 2) * kProbTileBytes;  // per consumer
   // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB beside three
@@ -95,8 +102,8 @@ struct BackwardConfig {
   // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame").
   static constexpr int kNeighbourTiles = D == 160 || D == 192 ? kConsumers : 1;
   // Whether the inputs may come in boxes of Params::input_box_rows rows (the
-  // short-sequence kernel at D = 64; backward_row_boxes_kernel, params.h).
-  static constexpr bool kRowBoxes = kDsInV;
+  // short-sequence kernels: backward_row_boxes_kernel, params.h).
+  static constexpr bool kRowBoxes = kShortKernel && backward_row_boxes_kernel(D, BatchKind::kShort);
 };
 
 template <typename T, int D, int B, bool S>
@@ -331,12 +338,13 @@ struct GroupedBackwardOf<T, D, B, F, true> : ManyBlocksFormOf<T, D, B, F> {
 
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> : sm90::GroupedBackwardOf<T, D, B, F> {
-  using Config = sm90::BackwardConfig<T, D, B, sm90::stage_ds_in_v(D, BatchKind::kLong)>;
-  static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, Config::kDsInV>;
-  // The same kernel where dS's staging does not change.
+  using Config = sm90::BackwardConfig<T, D, B, false>;
+  static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, false>;
+  // The same kernel where neither dS's staging nor the boxes change.
   struct ShortSequences {
-    using Config = sm90::BackwardConfig<T, D, B, sm90::stage_ds_in_v(D, BatchKind::kShort)>;
-    static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, Config::kDsInV>;
+    static constexpr bool kDiffers = sm90::short_sequences_kernel_differs(D);
+    using Config = sm90::BackwardConfig<T, D, B, kDiffers>;
+    static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, kDiffers>;
   };
   // The host encodes row boxes only for a kernel that loads them.
   static_assert(Config::kRowBoxes == sm90::backward_row_boxes_kernel(D, BatchKind::kLong) &&

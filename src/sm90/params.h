@@ -68,22 +68,23 @@ inline bool backward_stores_stepped(const core::Problem& p, const core::DeviceTr
 }
 
 // Rows of the per-tile backward's input boxes (Q, K, V, dO): 16 where its
-// tiles pack short sequences at D = 64 on H100-class memory, so that a tile
-// loads only the boxes that cover its rows (loader.cuh's load_block_rows);
-// a whole block everywhere else. A packed tile holds about 48 rows of 64,
-// and a whole-tile box also read the next tile's first rows: tail-d64's
-// backward read 3.09 GB from DRAM for 2.64 GB of inputs, 2.71 with row
-// boxes, and went 80-81 -> 82.8-85.0% of copy on an H100. On an H200 it read
-// 2.97 -> 2.76 GB but lost 72 -> 66 (four times the producer's TMA issues,
-// on a tile that takes two thirds of the time), and the forward's packed
-// tiles lost 97.4 -> 84.3 on the H100: both keep whole-tile boxes
-// (docs/perf.md, "Session 33", item 1).
+// tiles pack short sequences at D = 64 and 128 on H100-class memory, so that
+// a tile loads only the boxes that cover its rows (loader.cuh's
+// load_block_rows); a whole block everywhere else. A packed tile holds about
+// 48 rows of 64, and a whole-tile box also read the next tile's first rows:
+// tail-d64's backward read 3.09 GB from DRAM for 2.64 GB of inputs, 2.71
+// with row boxes, and went 80-81 -> 82.8-85.0% of copy on an H100;
+// tail-d128's 80.2-81.1 -> 84.8-86.1. On an H200 tail-d64's read 2.97 ->
+// 2.76 GB but lost 72 -> 66 (four times the producer's TMA issues, on a
+// tile that takes two thirds of the time), and the forward's packed tiles
+// lost 97.4 -> 84.3 on the H100: both keep whole-tile boxes (docs/perf.md,
+// "Session 33", items 1 and 3).
 constexpr int kPackedTileBoxRows = 16;
 // The per-tile backward kernels that can load row boxes (their config's
 // kRowBoxes; the others keep whole-tile loads compiled in: a run-time box
 // loop in the producer cost headdim-d32-h16 3 points).
 constexpr bool backward_row_boxes_kernel(int head_dim, BatchKind kind) {
-  return head_dim == 64 && kind == BatchKind::kShort;
+  return (head_dim == 64 || head_dim == 128) && kind == BatchKind::kShort;
 }
 inline int backward_input_box_rows(const core::Problem& p, const core::DeviceTraits& device) {
   const bool row_boxes = p.operation == Operation::kBackward && !grouped_backward(p) && p.shape.block_size == 64 &&
