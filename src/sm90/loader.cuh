@@ -36,9 +36,10 @@ __device__ __forceinline__ void load_block_tiles(const TmaTile (&tiles)[kN], int
 // The same in boxes of `box_rows` rows (the maps' box; a divisor of the
 // tile's rows), only as many as cover a tile's `rows`: a packed tile of short
 // sequences reads no more than a box past its own rows. Box r lands r rows
-// into its chunk (2-byte elements); r is a multiple of 8 rows, whole
-// 1024-byte swizzle atoms. The caller announces the bytes of rows_in_boxes()
-// rows per tile on `full`.
+// into its chunk; the swizzle pattern repeats every 1024 bytes (8 rows of
+// 128 bytes, 16 of 64), so a box must start on such a boundary: 16-row boxes
+// do at either width. The caller announces the bytes of rows_in_boxes() rows
+// per tile on `full`.
 template <typename Layout, int kChunks, int kN>
 __device__ __forceinline__ void load_block_rows(const TmaTile (&tiles)[kN], int32_t row_begin, int rows, int box_rows,
                                                 Barrier& full) {
@@ -51,8 +52,8 @@ __device__ __forceinline__ void load_block_rows(const TmaTile (&tiles)[kN], int3
         const int32_t at[3] = {c * Layout::kChunkColumns, tiles[n].head, row_begin + r};
         ptx::cp_async_bulk_tensor(
             ptx::space_cluster, ptx::space_global,
-            static_cast<unsigned char*>(tiles[n].dst) + c * Layout::kChunkBytes + r * Layout::kChunkColumns * 2,
-            tiles[n].map, at, &full.word);
+            static_cast<unsigned char*>(tiles[n].dst) + c * Layout::kChunkBytes + r * Layout::kRowBytes, tiles[n].map,
+            at, &full.word);
       }
 }
 // Rows of each tile that load_block_rows fills: `rows` rounded up to whole boxes.
