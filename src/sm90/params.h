@@ -81,6 +81,7 @@ inline bool backward_stores_stepped(const core::Problem& p, const core::DeviceTr
 // "Session 33", items 1 and 3).
 constexpr int kPackedTileBoxRows = 16;
 static_assert(kPackedTileBoxRows % 16 == 0, "boxes start on whole 1024-byte swizzle atoms (load_block_rows)");
+static_assert((kPackedTileBoxRows & (kPackedTileBoxRows - 1)) == 0, "a power of two (rows_in_boxes' mask)");
 // The per-tile backward kernels that can load row boxes (their config's
 // kRowBoxes; the others keep whole-tile loads compiled in: a run-time box
 // loop in the producer cost headdim-d32-h16 3 points).
