@@ -60,14 +60,20 @@ struct ForwardConfig {
   // threads leave them 128 registers. Three CTAs at D = 96 measured slower
   // (86 -> 80%, H200: the cap spills).
   static constexpr int kMinCtasPerSm = B == 128 ? 2 : D <= 64 ? 3 : 2;
+  // Wide heads (D >= 160) load a tile once per 60-96 KB stage: their load
+  // offsets are recomputed per tile instead of held across the loop, which
+  // freed 60-100 registers (D = 256: 255 registers and 84 bytes of spills ->
+  // 195 and none; D = 192: 253 -> 155) and measured +4 points at D = 256,
+  // +1 at D = 224 (H100, docs/perf.md, "The sm80 forward at wide heads").
+  static constexpr bool kHoistLoadOffsets = sm80::kHoistLoadOffsets<kRows> && D < 160;
   // Tiles' schedule entries read a tile before their use (forward_kernel),
   // where it measured faster (docs/perf.md, "The sm80 forward's schedule
-  // entries, read ahead"): the plain kernels at D <= 128 with 32- and
-  // 64-token blocks. Not with rotary (D = 96: 1.13x -> 1.29x the plain
-  // forward's time), nor where registers are short: D >= 160 (-0.3 to -1.5
-  // points) and 128-token blocks, whose 128-register cap spills (+2.4 points
-  // at D = 128 in one build, -8 in another).
-  static constexpr bool kReadEntriesAhead = D <= 128 && B <= 64 && F == core::Fusion::kNone;
+  // entries, read ahead"): the plain kernels with 32- and 64-token blocks
+  // (wide heads since their load offsets left the registers: +1.4 points at
+  // D = 256, +0.8 at D = 224). Not with rotary (D = 96: 1.13x -> 1.29x the
+  // plain forward's time), nor with 128-token blocks, whose 128-register cap
+  // spills (+2.4 points at D = 128 in one build, -8 in another).
+  static constexpr bool kReadEntriesAhead = B <= 64 && F == core::Fusion::kNone;
   // How O's rows leave (tile/row_io.cuh). The stepped walk cost 128-token
   // blocks 1.2 points at D = 64 and 2 at D = 128 against per-unit addresses
   // (docs/perf.md, "A regression at 128-token blocks, found by the sweep").
@@ -90,12 +96,12 @@ __device__ __forceinline__ void forward_issue_loads(const Params& p, const tile:
   using Cfg = ForwardConfig<T, D, B, F>;
   const ForwardOperands<T, D, B> ops(stage);
   const int valid = t.block.row_count;
-  load_tile_async<Cfg::kRows, D, Cfg::kThreads>(ops.q, tile::head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride,
-                                                valid);
-  load_tile_async<Cfg::kRows, D, Cfg::kThreads>(ops.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride,
-                                                valid);
-  load_tile_async<Cfg::kRows, D, Cfg::kThreads>(ops.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride,
-                                                valid);
+  load_tile_async<Cfg::kRows, D, Cfg::kThreads, Cfg::kHoistLoadOffsets>(
+      ops.q, tile::head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride, valid);
+  load_tile_async<Cfg::kRows, D, Cfg::kThreads, Cfg::kHoistLoadOffsets>(
+      ops.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride, valid);
+  load_tile_async<Cfg::kRows, D, Cfg::kThreads, Cfg::kHoistLoadOffsets>(
+      ops.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride, valid);
 }
 
 template <typename T, int D, int B, core::Fusion F>
