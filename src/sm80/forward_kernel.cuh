@@ -60,20 +60,24 @@ struct ForwardConfig {
   // threads leave them 128 registers. Three CTAs at D = 96 measured slower
   // (86 -> 80%, H200: the cap spills).
   static constexpr int kMinCtasPerSm = B == 128 ? 2 : D <= 64 ? 3 : 2;
-  // Wide heads (D >= 160) load a tile once per 60-96 KB stage: their load
-  // offsets are recomputed per tile instead of held across the loop, which
-  // freed 60-100 registers (D = 256: 255 registers and 84 bytes of spills ->
-  // 195 and none; D = 192: 253 -> 155) and measured +4 points at D = 256,
-  // +1 at D = 224 (H100, docs/perf.md, "The sm80 forward at wide heads").
-  static constexpr bool kHoistLoadOffsets = sm80::kHoistLoadOffsets<kRows> && D < 160;
+  // The widest heads (D >= 224), whose hoisted load offsets spilled (84
+  // bytes at D = 256), recompute them per tile: each tile's one load of a
+  // 84-96 KB stage pays little for it, and it freed 60 registers (D = 256:
+  // 255 with spills -> 199, none); +4 points at D = 256, +1 at D = 224
+  // (H100, docs/perf.md, "The sm80 forward at the widest heads"). D = 160
+  // and 192 did not spill, and lost 2.5 points at D = 160 with both changes.
+  static constexpr bool kWidest = D >= 224;
+  static constexpr bool kHoistLoadOffsets = sm80::kHoistLoadOffsets<kRows> && !kWidest;
   // Tiles' schedule entries read a tile before their use (forward_kernel),
   // where it measured faster (docs/perf.md, "The sm80 forward's schedule
-  // entries, read ahead"): the plain kernels with 32- and 64-token blocks
-  // (wide heads since their load offsets left the registers: +1.4 points at
-  // D = 256, +0.8 at D = 224). Not with rotary (D = 96: 1.13x -> 1.29x the
-  // plain forward's time), nor with 128-token blocks, whose 128-register cap
-  // spills (+2.4 points at D = 128 in one build, -8 in another).
-  static constexpr bool kReadEntriesAhead = B <= 64 && F == core::Fusion::kNone;
+  // entries, read ahead"): the plain kernels at D <= 128 with 32- and
+  // 64-token blocks, and the widest heads once their load offsets left the
+  // registers (+1.4 points at D = 256, +0.8 at D = 224). Not with rotary
+  // (D = 96: 1.13x -> 1.29x the plain forward's time), nor where registers
+  // are short: D = 160 and 192 (-0.3 to -1.5 points) and 128-token blocks,
+  // whose 128-register cap spills (+2.4 points at D = 128 in one build, -8
+  // in another).
+  static constexpr bool kReadEntriesAhead = (D <= 128 || kWidest) && B <= 64 && F == core::Fusion::kNone;
   // How O's rows leave (tile/row_io.cuh). The stepped walk cost 128-token
   // blocks 1.2 points at D = 64 and 2 at D = 128 against per-unit addresses
   // (docs/perf.md, "A regression at 128-token blocks, found by the sweep").
