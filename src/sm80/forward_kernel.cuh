@@ -64,8 +64,8 @@ struct ForwardConfig {
   // bytes at D = 256), recompute them per tile: each tile's one load of a
   // 84-96 KB stage pays little for it, and it freed 60 registers (D = 256:
   // 255 with spills -> 199, none); +4 points at D = 256, +1 at D = 224
-  // (H100, docs/perf.md, "The sm80 forward at the widest heads"). D = 160
-  // and 192 did not spill, and lost 2.5 points at D = 160 with both changes.
+  // (H100, docs/perf.md, "Session 34", item 2). D = 160 and 192 did not
+  // spill, and lost 2.5 points at D = 160 with both changes.
   static constexpr bool kWidest = D >= 224;
   static constexpr bool kHoistLoadOffsets = sm80::kHoistLoadOffsets<kRows> && !kWidest;
   // Tiles' schedule entries read a tile before their use (forward_kernel),
