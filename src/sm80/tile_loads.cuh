@@ -15,7 +15,7 @@ namespace blockattn::sm80 {
 // per tensor), hoisted, hold registers the 128-key S rows need: they spilled
 // 150-400 bytes. Smaller tiles keep them hoisted: recomputing cost the 64-row
 // kernels 1-6% (docs/perf.md, "Block size 128"). A kernel may choose
-// otherwise (the sm80 forward at wide heads).
+// otherwise (the sm80 forward at D >= 224, ForwardConfig::kHoistLoadOffsets).
 template <int kRows>
 inline constexpr bool kHoistLoadOffsets = kRows < 128;
 
