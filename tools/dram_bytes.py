@@ -18,8 +18,13 @@ docs/perf.md, "Session 32". Run on a GPU machine with ncu:
 
     python3 tools/dram_bytes.py build [--workloads a,b] [-- extra bench_blockattn args]
 
-Prints one line per workload and direction; the last column is the kernel's
-time under ncu.
+Prints one line per workload and direction: DRAM bytes against the floor,
+warp instructions executed (millions) and the kernel's time under ncu. With
+--fa2, a third line per workload ("fa2") has FlashAttention-2 varlen's
+forward on the same batch (tools/fa2_forward_once.py; PyTorch with CUDA and
+this checkout's Python package built): session 34 found FA2 reading its
+inputs exactly at D = 256 with a quarter fewer instructions per tile than
+the portable forward (docs/perf.md, "Session 34").
 """
 
 import argparse
@@ -36,7 +41,7 @@ DEFAULT_WORKLOADS = (
     "gqa-d128-h8x2,mqa-d64-h8x1,headdim-d32-h16,headdim-d96-h5,headdim-d160-h3,headdim-d192-h3,"
     "headdim-d224-h2,headdim-d256-h2"
 )
-METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,smsp__inst_executed.sum"
 
 
 def shape_of(bench, workload, extra):
@@ -47,10 +52,10 @@ def shape_of(bench, workload, extra):
         return json.load(open(out.name))["results"][0]
 
 
-def measure(bench, workload, kernel_regex, extra):
+def measure(program, kernel_regex):
     """{metric: value in base units} of the second launch matching the regex."""
     cmd = ["ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", METRICS,
-           "-k", "regex:" + kernel_regex, "-s", "1", "-c", "1", bench, "--reps", "1", "--workloads", workload] + extra
+           "-k", "regex:" + kernel_regex, "-s", "1", "-c", "1"] + program
     text = subprocess.run(cmd, capture_output=True, text=True).stdout
     rows = [line for line in text.splitlines() if line.startswith('"')]
     values = {}
@@ -73,24 +78,31 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("build", help="a build folder with bench/bench_blockattn")
     parser.add_argument("--workloads", default=DEFAULT_WORKLOADS)
+    parser.add_argument("--fa2", action="store_true", help="FA2 varlen's forward on each workload too")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
     bench = os.path.join(args.build, "bench", "bench_blockattn")
+    fa2_once = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fa2_forward_once.py")
     print(f"{'workload':<24} {'dir':<4} {'read GB':>8} {'floor':>7} {'ratio':>6} "
-          f"{'write GB':>8} {'floor':>7} {'ratio':>6} {'ms':>7}")
+          f"{'write GB':>8} {'floor':>7} {'ratio':>6} {'inst M':>8} {'ms':>7}")
     for workload in args.workloads.split(","):
         shape = shape_of(bench, workload, extra)
         fwd_read, fwd_write, bwd_read, bwd_write = floors(shape)
-        for direction, regex, read_floor, write_floor in (("fwd", "forward_kernel", fwd_read, fwd_write),
-                                                         ("bwd", "backward_kernel", bwd_read, bwd_write)):
-            m = measure(bench, workload, regex, extra)
+        ours = [bench, "--reps", "1", "--workloads", workload] + extra
+        runs = [("fwd", ours, "forward_kernel", fwd_read, fwd_write),
+                ("bwd", ours, "backward_kernel", bwd_read, bwd_write)]
+        if args.fa2:
+            runs.append(("fa2", [sys.executable, fa2_once, workload], "flash_fwd", fwd_read, fwd_write))
+        for direction, program, regex, read_floor, write_floor in runs:
+            m = measure(program, regex)
             if "dram__bytes_read.sum" not in m:
                 print(f"{workload:<24} {direction:<4} (no kernel matched {regex})")
                 continue
             read, write = m["dram__bytes_read.sum"], m.get("dram__bytes_write.sum", 0.0)
             ms = m.get("gpu__time_duration.sum", 0.0) / 1e6
+            inst = m.get("smsp__inst_executed.sum", 0.0) / 1e6
             print(f"{workload:<24} {direction:<4} {read / 1e9:8.3f} {read_floor / 1e9:7.3f} {read / read_floor:6.3f} "
-                  f"{write / 1e9:8.3f} {write_floor / 1e9:7.3f} {write / write_floor:6.3f} {ms:7.3f}")
+                  f"{write / 1e9:8.3f} {write_floor / 1e9:7.3f} {write / write_floor:6.3f} {inst:8.1f} {ms:7.3f}")
         sys.stdout.flush()
 
 
