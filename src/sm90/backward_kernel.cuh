@@ -284,12 +284,12 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
                                   {&p.k_map, t.kv_head, sm.k(stage)},
                                   {&p.v_map, t.kv_head, sm.v(stage)},
                                   {&p.dout_map, t.q_head, sm.dout(stage)}};
-        if constexpr (Cfg::kRowBoxes) {  // whole tiles, or the boxes that cover a packed tile's rows
-          const int rows = rows_in_boxes(t.block.row_count, p.input_box_rows);
-          full.arrive_expect_tx(Cfg::kStageBytes / Cfg::kRows * rows);  // rows past T are zero-filled but counted
+        // Whole tiles, or (kRowBoxes) the boxes that cover a packed tile's rows.
+        const int rows = Cfg::kRowBoxes ? rows_in_boxes(t.block.row_count, p.input_box_rows) : Cfg::kRows;
+        full.arrive_expect_tx(Cfg::kStageBytes / Cfg::kRows * rows);  // rows past T are zero-filled but counted
+        if constexpr (Cfg::kRowBoxes) {
           load_block_rows<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, rows, p.input_box_rows, full);
         } else {
-          full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
           load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
         }
       },
