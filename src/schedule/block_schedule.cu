@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(Shape::kThreads)
   }
   if (tid == 0) {
     seqs.first_block[num_seqs] = carry[1];
-    *header = {carry[1], num_seqs, total_tokens, block_size, {0, 0, 0, 0}};
+    *header = {carry[1], num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
   }
 }
 

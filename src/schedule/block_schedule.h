@@ -117,16 +117,24 @@ BA_HOST_DEVICE int64_t max_blocks(int64_t num_seqs, int64_t total_tokens, int32_
   return (total_tokens + (block_size - 1) * num_seqs) / block_size;
 }
 
+// The counters of tile_claims.cuh's ClaimedWalk: the next tile to claim
+// (past the static ones) and the CTAs done claiming. Zero between kernels.
+struct TileClaims {
+  int32_t next;
+  int32_t finished;
+};
+
 // The workspace header the schedule kernels write: the entry count of its
-// two tables and the sizes they were built for. A call that reuses a
-// schedule (built by an earlier call, e.g. the forward before a backward)
-// checks them on the device.
+// two tables and the sizes they were built for, and the claim counters
+// (zeroed). A call that reuses a schedule (built by an earlier call, e.g. the
+// forward before a backward) checks the sizes on the device.
 struct ScheduleHeader {
   int32_t block_count;  // entries of each table
   int32_t num_seqs;
   int32_t total_tokens;
   int32_t block_size;
-  int32_t reserved[4];
+  TileClaims claims;
+  int32_t reserved[2];
 };
 
 // What the kernels read: the header and one of its tables (with the parallel
@@ -137,6 +145,7 @@ struct Schedule {
   const BlockDesc* blocks;
   const BlockSeq* block_seqs;
   int32_t num_seqs, total_tokens, block_size;
+  TileClaims* claims;  // the header's, for kernels that claim their tiles
 
   // The entries to process: the header's count when the table was built for
   // this call's sizes, else none. A reused schedule of another problem could
@@ -178,14 +187,15 @@ struct WorkspaceLayout {
            sizeof(int32_t) * (2 * static_cast<size_t>(num_seqs) + 2);
   }
   // The forward kernels read the blocks; the backward kernels the packed tiles.
-  static Schedule schedule(void* workspace, size_t capacity, int32_t num_seqs, int32_t total_tokens,
-                           int32_t block_size, bool packed) {
+  static Schedule schedule(void* workspace, size_t capacity, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
+                           bool packed) {
     return {header(workspace),
             packed ? tile_table(workspace, capacity) : table(workspace),
             packed ? tile_seq_table(workspace, capacity) : seq_table(workspace, capacity),
             num_seqs,
             total_tokens,
-            block_size};
+            block_size,
+            &header(workspace)->claims};
   }
   static ScheduleHeader* header(void* workspace) { return static_cast<ScheduleHeader*>(workspace); }
   static BlockDesc* table(void* workspace) {

@@ -17,6 +17,7 @@
 
 #include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
+#include "schedule/tile_claims.cuh"
 #include "sm80/params.h"
 #include "sm80/tile_loads.cuh"
 #include "sm80/warp_gemm.cuh"
@@ -159,59 +160,67 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardCo
   const tile::Hooks<F> hooks(p.attn);
 
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
-  int tile = blockIdx.x;
-  if (tile >= num_tiles) return;
   // The first kStages - 1 tiles' loads (with one stage, the first tile's),
   // one commit group each (possibly empty), so that "all but the newest
   // kStages - 1 groups" below always means the current tile.
   constexpr int kTilesAhead = Cfg::kStages > 1 ? Cfg::kStages - 1 : 1;
+  // The CTA's tiles, claimed at run time (schedule/tile_claims.cuh): iteration
+  // i reads the tiles of iterations i, i + kTilesAhead (its loads) and
+  // i + kTilesAhead + 1 (its schedule entry, read ahead), so claims run one
+  // iteration further ahead than the last of those.
+  using Walk = schedule::ClaimedWalk<kTilesAhead + 2>;
+  __shared__ int claimed_tiles[Walk::kRing];
+  const Walk walk(p.attn.schedule.claims, claimed_tiles);
+  const bool claimer = threadIdx.x == 0;
+
   // The schedule entries of this CTA's next tiles. Read at their use, they
   // stall every warp at the head of each tile and before each tile's loads
   // (47% of the stall samples at headdim-d96-h5; docs/perf.md, "The sm80
   // forward's schedule entries, read ahead"); with kReadEntriesAhead,
-  // ring[j] holds tile + j * gridDim.x's, read one iteration before its
-  // first use.
-  const int grid = static_cast<int>(gridDim.x);  // tile indices are signed: int arithmetic throughout
+  // ring[j] holds iteration i + j's, read one iteration before its first use.
   auto entry_of = [&](int t) {
     return t < num_tiles ? p.attn.schedule.blocks[t / p.attn.num_q_heads] : schedule::BlockDesc{};
   };
   schedule::BlockDesc ring[kTilesAhead + 1];
-  auto coords = [&](int j) {  // j: a compile-time index after unrolling
-    const int t = tile + j * grid;
+  auto coords = [&](int i, int j) {  // iteration i + j's; j: a compile-time index after unrolling
+    const int t = walk.tile(i + j);
     if constexpr (Cfg::kReadEntriesAhead) return tile::TileCoords::per_query_head(p.attn, t, ring[j]);
     return tile::TileCoords::per_query_head(p.attn, t);
   };
   if constexpr (Cfg::kReadEntriesAhead) {
 #pragma unroll
     for (int j = 0; j <= kTilesAhead; ++j)
-      ring[j] = entry_of(tile + j * grid);
+      ring[j] = entry_of(walk.tile(j));
   }
 #pragma unroll
   for (int s = 0; s < kTilesAhead; ++s) {
-    if (tile + s * grid < num_tiles) forward_issue_loads<T, D, B, F>(p, coords(s), stage_ptr(s));
+    if (walk.tile(s) < num_tiles) forward_issue_loads<T, D, B, F>(p, coords(0, s), stage_ptr(s));
     cp_async_commit();
   }
 
-  for (int i = 0; tile < num_tiles; tile += gridDim.x, ++i) {
+  for (int i = 0; walk.tile(i) < num_tiles; ++i) {
     T* const current = stage_ptr(i % Cfg::kStages);
-    // Each iteration issues the loads of tile + kTilesAhead * gridDim.x.
-    auto ahead_exists = [&] { return tile + kTilesAhead * grid < num_tiles; };
+    [[maybe_unused]] int claimed;
+    if (claimer) claimed = walk.claim_issue();
+    // Each iteration issues the loads of iteration i + kTilesAhead's tile.
+    auto ahead_exists = [&] { return walk.tile(i + kTilesAhead) < num_tiles; };
     if constexpr (Cfg::kStages > 1) {
       // The stage the previous tile used: every thread is past it (the
       // __syncthreads after that tile).
       if (ahead_exists())
-        forward_issue_loads<T, D, B, F>(p, coords(kTilesAhead), stage_ptr((i + kTilesAhead) % Cfg::kStages));
+        forward_issue_loads<T, D, B, F>(p, coords(i, kTilesAhead), stage_ptr((i + kTilesAhead) % Cfg::kStages));
       cp_async_commit();
     }
     // The entry after ring[kTilesAhead], read now and used next iteration.
     [[maybe_unused]] schedule::BlockDesc incoming;
-    if constexpr (Cfg::kReadEntriesAhead) incoming = entry_of(tile + (kTilesAhead + 1) * grid);
+    if constexpr (Cfg::kReadEntriesAhead) incoming = entry_of(walk.tile(i + kTilesAhead + 1));
     cp_async_wait<Cfg::kStages - 1>();
     __syncthreads();
-    forward_tile<T, D, B, F>(p, hooks, coords(0), current);
-    __syncthreads();  // this stage is refilled next
+    forward_tile<T, D, B, F>(p, hooks, coords(i, 0), current);
+    if (claimer) walk.claim_store(i, claimed);
+    __syncthreads();  // this stage is refilled next; the claim is visible from the next iteration on
     if constexpr (Cfg::kStages == 1) {
-      if (ahead_exists()) forward_issue_loads<T, D, B, F>(p, coords(kTilesAhead), current);
+      if (ahead_exists()) forward_issue_loads<T, D, B, F>(p, coords(i, kTilesAhead), current);
       cp_async_commit();
     }
     if constexpr (Cfg::kReadEntriesAhead) {
@@ -221,6 +230,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardCo
       ring[kTilesAhead] = incoming;
     }
   }
+  if (claimer) walk.finish();
 }
 
 }  // namespace blockattn::sm80

@@ -1023,6 +1023,64 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
   }
 }
 
+// The portable forward claims its tiles from counters in the workspace header
+// that the last CTA of each launch zeroes (schedule/tile_claims.cuh). Every
+// launch over one workspace must cover every tile once: a big batch (far more
+// tiles than the CTAs take statically), then one with fewer tiles than CTAs
+// (CTAs without a tile count themselves out too), then the big one twice.
+// Each launch's output is poisoned first; a tile skipped leaves poison (NaN
+// bits), and the big launches must give the first one's bits.
+TEST(ClaimedTiles, EveryLaunchOverOneWorkspaceCoversEveryTile) {
+  REQUIRE_GPU();
+  REQUIRE_HEAD_DIM(128);
+  const auto built = device_backends(Operation::kForward, DType::kBF16, 128, kDefaultBlockSize, false);
+  if (std::find(built.begin(), built.end(), Backend::kPortable) == built.end()) GTEST_SKIP() << "no portable forward";
+  std::mt19937_64 rng = testing::test_rng();
+  std::vector<int32_t> lengths(300);
+  std::uniform_int_distribution<int32_t> length(1, 500);
+  for (auto& n : lengths)
+    n = length(rng);
+  const auto offsets_big = offsets_from_lengths(lengths);
+  std::vector<int32_t> offsets_small(offsets_big.size(), 100);  // sizes the buffer; 3 entries used
+  offsets_small[0] = 0;
+  offsets_small[1] = 37;
+  const int64_t tokens = offsets_big.back(), num_seqs = static_cast<int64_t>(lengths.size());
+  const Layout l = make_layout(tokens, 4, 128, LayoutKind::kPacked);
+  DeviceBuffer<__nv_bfloat16> q(l.elems()), k(l.elems()), v(l.elems()), out(l.elems());
+  for (auto* t : {&q, &k, &v})
+    t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
+  DeviceBuffer<int32_t> offsets(offsets_big.size());
+  DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
+
+  auto launch = [&](const std::vector<int32_t>& offs, int64_t seqs) {
+    offsets.upload(offs);
+    const int64_t rows = offs[seqs];
+    const Shape shape{seqs, rows, 4, 4, 128, DType::kBF16};
+    ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
+    fa.options.backend = Backend::kPortable;
+    out.poison();
+    EXPECT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
+    BA_CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<__nv_bfloat16> result = out.download();
+    result.resize(static_cast<size_t>(rows) * 4 * 128);  // the rows this launch owns
+    for (size_t i = 0; i < result.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, &result[i], 2);
+      if (bits == 0xFFFF) {
+        ADD_FAILURE() << "row " << i / (4 * 128) << " of " << rows << " was not written";
+        break;
+      }
+    }
+    return result;
+  };
+  const auto first = launch(offsets_big, num_seqs);
+  launch(offsets_small, 2);
+  for (int again = 0; again < 2; ++again) {
+    const auto now = launch(offsets_big, num_seqs);
+    EXPECT_EQ(0, std::memcmp(now.data(), first.data(), first.size() * 2)) << "big launch " << again + 2;
+  }
+}
+
 // The sm90 ring where consumers share stages (5 stages, 3 consumers: the
 // backward at D <= 64): a consumer could wait on its stage one phase early,
 // while another consumer's tile was still in it, and read (and release) the

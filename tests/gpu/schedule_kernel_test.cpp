@@ -45,6 +45,9 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
   std::memcpy(&header, raw.data(), sizeof(header));
   EXPECT_EQ(header.num_seqs, num_seqs);
   EXPECT_EQ(header.block_size, block_size);
+  // The claim counters start at zero (the workspace was poisoned).
+  EXPECT_EQ(header.claims.next, 0);
+  EXPECT_EQ(header.claims.finished, 0);
   void* ws = raw.data();
   std::vector<schedule::BlockSeq> want_seqs;
   const auto want_blocks = reference::block_schedule(offsets, total_tokens, block_size, &want_seqs);
