@@ -19,7 +19,11 @@ docs/perf.md, "Session 32". Run on a GPU machine with ncu:
     python3 tools/dram_bytes.py build [--workloads a,b] [-- extra bench_blockattn args]
 
 Prints one line per workload and direction: DRAM bytes against the floor,
-warp instructions executed (millions) and the kernel's time under ncu. With
+warp instructions executed (millions), the kernel's time under ncu, and the
+SMs' busy cycles (least busy SM and mean, % of the kernel's elapsed
+cycles): a persistent kernel whose static walk leaves SMs idle at the end
+shows a low minimum (session 35: the sm80 forward at D = 256 had 75 / 94%
+before its tiles were claimed at run time, FA2 99.8%). With
 --fa2, a third line per workload ("fa2") has FlashAttention-2 varlen's
 forward on the same batch (tools/fa2_forward_once.py; PyTorch with CUDA and
 this checkout's Python package built): session 34 found FA2 reading its
@@ -41,7 +45,10 @@ DEFAULT_WORKLOADS = (
     "gqa-d128-h8x2,mqa-d64-h8x1,headdim-d32-h16,headdim-d96-h5,headdim-d160-h3,headdim-d192-h3,"
     "headdim-d224-h2,headdim-d256-h2"
 )
-METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,smsp__inst_executed.sum"
+METRICS = (
+    "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,smsp__inst_executed.sum,"
+    "sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_elapsed.avg"
+)
 
 
 def shape_of(bench, workload, extra):
@@ -84,7 +91,7 @@ def main():
     bench = os.path.join(args.build, "bench", "bench_blockattn")
     fa2_once = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fa2_forward_once.py")
     print(f"{'workload':<24} {'dir':<4} {'read GB':>8} {'floor':>7} {'ratio':>6} "
-          f"{'write GB':>8} {'floor':>7} {'ratio':>6} {'inst M':>8} {'ms':>7}")
+          f"{'write GB':>8} {'floor':>7} {'ratio':>6} {'inst M':>8} {'ms':>7} {'SM busy min/mean %':>18}")
     for workload in args.workloads.split(","):
         shape = shape_of(bench, workload, extra)
         fwd_read, fwd_write, bwd_read, bwd_write = floors(shape)
@@ -101,8 +108,11 @@ def main():
             read, write = m["dram__bytes_read.sum"], m.get("dram__bytes_write.sum", 0.0)
             ms = m.get("gpu__time_duration.sum", 0.0) / 1e6
             inst = m.get("smsp__inst_executed.sum", 0.0) / 1e6
+            elapsed = m.get("sm__cycles_elapsed.avg", 0.0) or 1.0
+            least, mean = (100 * m.get(f"sm__cycles_active.{s}", 0.0) / elapsed for s in ("min", "avg"))
+            busy = f"{least:.1f} / {mean:.1f}"
             print(f"{workload:<24} {direction:<4} {read / 1e9:8.3f} {read_floor / 1e9:7.3f} {read / read_floor:6.3f} "
-                  f"{write / 1e9:8.3f} {write_floor / 1e9:7.3f} {write / write_floor:6.3f} {inst:8.1f} {ms:7.3f}")
+                  f"{write / 1e9:8.3f} {write_floor / 1e9:7.3f} {write / write_floor:6.3f} {inst:8.1f} {ms:7.3f} {busy:>18}")
         sys.stdout.flush()
 
 

@@ -23,6 +23,8 @@
 // share its tables).
 #pragma once
 
+#include <climits>
+
 #include <cuda/atomic>
 
 #include "schedule/block_schedule.h"
@@ -50,9 +52,15 @@ class ClaimedWalk {
   // Thread 0, at iteration i: claims the tile of iteration i + kAhead.
   // Issued early and stored late (claim_store, after the tile's work), so
   // that no warp waits on the atomic's round trip to L2.
+  // A counter that was not zero at the launch (a workspace overwritten by
+  // something else between the schedule kernel and this one) may repeat or
+  // skip tiles, but never names one outside [0, num_tiles): a negative or
+  // overflowing claim ends the walk.
   __device__ int claim_issue() const {
     cuda::atomic_ref<int32_t, cuda::thread_scope_device> next(claims_->next);
-    return kAhead * static_cast<int>(gridDim.x) + next.fetch_add(1, cuda::std::memory_order_relaxed);
+    const int claimed = next.fetch_add(1, cuda::std::memory_order_relaxed);
+    const int first = kAhead * static_cast<int>(gridDim.x);
+    return claimed >= 0 && claimed < INT_MAX - first ? first + claimed : INT_MAX;
   }
   // Thread 0, after iteration i's first barrier and before the one that
   // ends it: the slot of iteration i + kAhead held iteration
