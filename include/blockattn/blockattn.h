@@ -167,7 +167,10 @@ struct KernelConfig {
 BLOCKATTN_API const KernelConfig* supported_configs(size_t* count);
 
 // Bytes of device scratch that forward/backward need for this many sequences
-// and tokens (the on-device block schedule), at any supported block size.
+// and tokens (the on-device block schedule, and counters the kernels claim
+// their tiles from), at any supported block size. Calls over one workspace
+// must be ordered (one stream, or synchronized): two at the same time would
+// share its schedule and its counters.
 BLOCKATTN_API size_t workspace_size(int64_t num_seqs, int64_t total_tokens);
 
 // out = attention(q, k, v). Runs on the current device, asynchronously on
