@@ -31,6 +31,30 @@
 
 namespace blockattn::schedule {
 
+// One claim: the index of the next unit past the `first` a kernel takes
+// statically, units `stride` tiles apart (a unit is `stride` neighbouring
+// tiles). A counter that was not zero at the launch (a workspace overwritten
+// by something else between the schedule kernel and this one) may repeat or
+// skip tiles, but never names one outside [0, num_tiles): a negative or
+// overflowing claim is INT_MAX, which ends the walk.
+__device__ __forceinline__ int claim_tile(TileClaims* claims, int first, int stride = 1) {
+  cuda::atomic_ref<int32_t, cuda::thread_scope_device> next(claims->next);
+  const int unit = next.fetch_add(1, cuda::std::memory_order_relaxed);
+  return unit >= 0 && unit < (INT_MAX - first) / stride ? first + stride * unit : INT_MAX;
+}
+
+// Counts a CTA out once its last claim has returned (every CTA of the grid,
+// those that had no tile too, by one thread each): the last one out zeroes
+// the counters for the next kernel. acq_rel: every CTA's claims come before
+// its count, and the last one sees them all before it resets.
+__device__ __forceinline__ void count_out(TileClaims* claims) {
+  cuda::atomic_ref<int32_t, cuda::thread_scope_device> finished(claims->finished);
+  if (finished.fetch_add(1, cuda::std::memory_order_acq_rel) == static_cast<int>(gridDim.x) - 1) {
+    cuda::atomic_ref<int32_t, cuda::thread_scope_device>(claims->next).store(0, cuda::std::memory_order_relaxed);
+    finished.store(0, cuda::std::memory_order_relaxed);
+  }
+}
+
 template <int kAhead>
 class ClaimedWalk {
  public:
@@ -52,33 +76,15 @@ class ClaimedWalk {
   // Thread 0, at iteration i: claims the tile of iteration i + kAhead.
   // Issued early and stored late (claim_store, after the tile's work), so
   // that no warp waits on the atomic's round trip to L2.
-  // A counter that was not zero at the launch (a workspace overwritten by
-  // something else between the schedule kernel and this one) may repeat or
-  // skip tiles, but never names one outside [0, num_tiles): a negative or
-  // overflowing claim ends the walk.
-  __device__ int claim_issue() const {
-    cuda::atomic_ref<int32_t, cuda::thread_scope_device> next(claims_->next);
-    const int claimed = next.fetch_add(1, cuda::std::memory_order_relaxed);
-    const int first = kAhead * static_cast<int>(gridDim.x);
-    return claimed >= 0 && claimed < INT_MAX - first ? first + claimed : INT_MAX;
-  }
+  __device__ int claim_issue() const { return claim_tile(claims_, kAhead * static_cast<int>(gridDim.x)); }
   // Thread 0, after iteration i's first barrier and before the one that
   // ends it: the slot of iteration i + kAhead held iteration
   // i + kAhead - kRing's tile, which every thread last read in iteration
   // i - 1 at the latest (kRing > kAhead).
   __device__ void claim_store(int i, int claimed) const { ring_[(i + kAhead) % kRing] = claimed; }
 
-  // Thread 0 of every CTA, once, after its last claim returned (the CTAs that
-  // had no tile too): the last CTA out zeroes the counters for the next
-  // kernel. acq_rel: every CTA's claims come before its count, and the last
-  // one sees them all before it resets.
-  __device__ void finish() const {
-    cuda::atomic_ref<int32_t, cuda::thread_scope_device> finished(claims_->finished);
-    if (finished.fetch_add(1, cuda::std::memory_order_acq_rel) == static_cast<int>(gridDim.x) - 1) {
-      cuda::atomic_ref<int32_t, cuda::thread_scope_device>(claims_->next).store(0, cuda::std::memory_order_relaxed);
-      finished.store(0, cuda::std::memory_order_relaxed);
-    }
-  }
+  // Thread 0 of every CTA, once, after its last claim returned.
+  __device__ void finish() const { count_out(claims_); }
 
  private:
   TileClaims* claims_;
