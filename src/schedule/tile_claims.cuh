@@ -14,6 +14,10 @@
 // later one from a counter in the schedule's workspace header, claimed kAhead
 // iterations before its use. Claims come back in increasing order, so a
 // CTA's tiles increase and its walk ends at its first tile past the table.
+// The sm90 frame's producer claims a ring's worth of consecutive tiles at a
+// time, a chunk ahead (cta_walk.h's ChunkClaimingWalk); at D = 128 the
+// static walk had left SMs at 72% busy in the backward and 86% in the
+// forward at their least (docs/perf.md, "Session 36").
 //
 // The counter resets itself: each CTA counts itself out once its last claim
 // has returned, and the last CTA out zeroes both counters, so the next kernel

@@ -93,7 +93,6 @@ struct BackwardConfig {
   // Every thread releases: the tile op touches the stage across warps
   // (zeroed rows, dS^T in V's buffer; frame.cuh says what racecheck saw).
   static constexpr bool kReleasePerThread = true;
-  static constexpr bool kConsumersReadAhead = false;  // measured slower at D = 64 (frame.cuh's ScheduleReader)
   // Where a head's rows are 320 or 384 bytes, the CTA takes a tile per
   // consumer of neighbouring heads at a time (frame.cuh's cta_tile), their
   // row pieces loaded together: headdim-d160-h3 79.0 -> 84.4-84.9% of copy,
@@ -276,9 +275,9 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
-  auto consumer_coords_of = [&](int tile) { return hooks.look_ahead(coords_of(tile)); };
   run_frame<Cfg>(
-      sm.full, sm.empty, num_tiles, coords_of, consumer_coords_of,
+      sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
+      [&](const tile::TileCoords& t) BLOCKATTN_INLINE { return hooks.look_ahead(t); },
       [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
         const TmaTile tiles[4] = {{&p.q_map, t.q_head, sm.q(stage)},
                                   {&p.k_map, t.kv_head, sm.k(stage)},

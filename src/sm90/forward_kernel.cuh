@@ -75,10 +75,6 @@ struct ForwardConfig {
   // One arrival per warp is racecheck-clean on the blocks table, not on the
   // packed tiles (frame.cuh).
   static constexpr bool kReleasePerThread = kPackedTiles;
-  // Each consumer's schedule read a tile ahead (frame.cuh): measured faster
-  // at D = 32 and at sweep-d64, and 3 points slower at sweep-d128-L256-f0.5
-  // (docs/perf.md, "A regression at 128-token blocks, found by the sweep").
-  static constexpr bool kConsumersReadAhead = D <= 64;
   // Neighbouring heads to neighbouring CTAs (frame.cuh's cta_tile): a CTA
   // taking them together cost headline-d64 7 points and tail-d64 13
   // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame").
@@ -186,12 +182,14 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
   const ForwardSmem<T, D, B, C, P> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
-  // The consumers read the producer's coordinates: with the hooks' look_ahead
-  // (what the backward does), the rotary forward gained nothing and lost 2-4%
-  // at sweep-d64-L256-f0.5 (docs/perf.md, "The table row looked up ahead").
+  // The consumers take the producer's coordinates as published: with the
+  // hooks' look_ahead on them (what the backward does), the rotary forward
+  // gained nothing and lost 2-4% at sweep-d64-L256-f0.5 (docs/perf.md, "The
+  // table row looked up ahead").
   auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
   run_frame<Cfg>(
-      sm.full, sm.empty, num_tiles, coords_of, coords_of,
+      sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
+      [](const tile::TileCoords& t) BLOCKATTN_INLINE { return t; },
       [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
         const TmaTile tiles[3] = {
             {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};

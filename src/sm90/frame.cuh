@@ -2,19 +2,22 @@
 // one producer warpgroup and Cfg::kConsumers consumer warpgroups around a ring
 // of Cfg::kStages shared-memory stages.
 //
-//   producer (thread 0 of warpgroup 0): for each of the CTA's tiles, waits
-//     until the tile's stage is free and calls load(coords, stage,
-//     full_barrier), which announces the bytes it loads on the barrier and
-//     issues the TMA copies (loader.cuh);
+//   producer (thread 0 of warpgroup 0): for each of the CTA's tiles (the
+//     first ring's worth static, the rest claimed at run time:
+//     schedule/cta_walk.h's ChunkClaimingWalk), waits until the tile's
+//     stage is free, publishes the tile's coordinates beside the stage and
+//     calls load(coords, stage, full_barrier), which announces the bytes it
+//     loads on the barrier and issues the TMA copies (loader.cuh);
 //   consumer c (warpgroup 1 + c): takes every kConsumers-th of the CTA's
-//     tiles, waits until its stage has landed, calls op(coords, stage) and
-//     hands the stage back.
+//     slots, waits until its stage has landed, calls op(coords, stage) with
+//     the coordinates published there and hands the stage back.
 // A kernel is this frame (run_frame) + a loader + a tile operation.
 #pragma once
 
 #include <cuda/std/utility>
 
 #include "schedule/cta_walk.h"
+#include "schedule/tile_claims.cuh"
 #include "sm90/sync.cuh"
 
 // The lambdas that carry a tile's products through the frame are
@@ -108,37 +111,6 @@ __device__ __forceinline__ void release_consumer_stage(Barrier& empty, int lane)
   }
 }
 
-// A walk's reader of the schedule: tiles are asked for in the walk's order
-// first, first + stride, ... With kReadAhead each call also starts the read
-// of the walk's next tile, so that global load (1-2 us on L2 under a
-// saturated memory system) lands during this tile's turn instead of at the
-// next one's start. Who reads ahead is measured, not assumed (docs/perf.md,
-// "Reading the schedule a tile ahead"): the forward's consumers gain up to
-// 3.4 points of copy bandwidth; the backward's consumers lose headline-d64
-// 4; the producer reading ahead loses the forward 3 and gains the backward
-// nothing.
-template <bool kReadAhead, typename CoordsOf>
-struct ScheduleReader {
-  using Coords = decltype(cuda::std::declval<CoordsOf&>()(0));
-  CoordsOf& coords_of;
-  int stride, num_tiles;
-  Coords next{};
-
-  __device__ ScheduleReader(CoordsOf& coords_of_, int first, int stride_, int num_tiles_)
-      : coords_of(coords_of_), stride(stride_), num_tiles(num_tiles_) {
-    if (kReadAhead && first < num_tiles) next = coords_of(first);
-  }
-  __device__ Coords operator()(int tile) {
-    if constexpr (!kReadAhead) {
-      return coords_of(tile);
-    } else {
-      const Coords coords = next;
-      if (tile + stride < num_tiles) next = coords_of(tile + stride);
-      return coords;
-    }
-  }
-};
-
 // The CTA's i-th tile (schedule/cta_walk.h). With Cfg::kNeighbourTiles = 1,
 // tile = blockIdx.x + i * gridDim.x: neighbouring tiles (neighbouring heads
 // of one block) go to neighbouring CTAs. With kNeighbourTiles = kConsumers,
@@ -149,7 +121,7 @@ struct ScheduleReader {
 template <typename Cfg>
 __device__ __forceinline__ int cta_tile(int i) {
   static_assert(Cfg::kNeighbourTiles == 1 || Cfg::kNeighbourTiles == Cfg::kConsumers,
-                "a consumer's tiles one stride apart (consume_tiles)");
+                "neighbour groups of one tile, or of one per consumer");
   return schedule::cta_tile(Cfg::kNeighbourTiles, blockIdx.x, gridDim.x, i);
 }
 template <typename Cfg>
@@ -157,76 +129,137 @@ __device__ __forceinline__ int cta_tile_step(int i) {
   return schedule::cta_tile_step(Cfg::kNeighbourTiles, gridDim.x, i);
 }
 
-// The producer's walk over the CTA's tiles (cta_tile).
+// The tiles a CTA's slots carry, published by the producer, which alone
+// knows them (it claims them at run time): slot i's tile index and
+// coordinates, written before the arrive on its full barrier (release) and
+// read by its consumer after the wait (acquire). A tile index at or past
+// num_tiles marks the end of the walk: the producer passes one to each
+// consumer and loads nothing for it.
+template <typename Cfg, typename Coords>
+struct PublishedTiles {
+  int tile[Cfg::kStages];
+  // Raw bytes: a __shared__ variable may not have a constructor (Coords'
+  // members have default initializers).
+  alignas(16) unsigned char coords_bytes[Cfg::kStages][sizeof(Coords)];
+
+  __device__ void set(int stage, const Coords& c) { memcpy(coords_bytes[stage], &c, sizeof(Coords)); }
+  __device__ Coords get(int stage) const {
+    Coords c;
+    memcpy(&c, coords_bytes[stage], sizeof(Coords));
+    return c;
+  }
+};
+
+// Lane 0's `value` in every lane of the warp (a trivially copyable type, a
+// whole number of 32-bit words).
+template <typename T>
+__device__ __forceinline__ T lane0_copy(const T& value) {
+  static_assert(sizeof(T) % 4 == 0, "shuffled as 32-bit words");
+  uint32_t words[sizeof(T) / 4];
+  memcpy(words, &value, sizeof(T));
+  for (auto& w : words)
+    w = __shfl_sync(~0u, w, 0);
+  T out;
+  memcpy(&out, words, sizeof(T));
+  return out;
+}
+
+// The producer's loop over its slots, its tiles claimed a ring's worth at a
+// time (schedule::ChunkClaimingWalk; the first ring's worth is static).
 // Where the table may hold empty entries (Cfg::kEmptyEntries: the packed
 // tiles table of the backward and of the short-sequence forward), an empty
 // one still takes its ring slot, unloaded, so that producer and consumers
 // keep counting slots alike; the check is compiled only there (as a run-time
 // branch in the forward's loop it cost the D = 64 forward 4% on
 // partial-heavy batches, docs/perf.md).
-template <typename Cfg, typename CoordsOf, typename Load>
-__device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
+template <typename Cfg, typename Published, typename CoordsOf, typename Load>
+__device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int num_tiles,
+                                              schedule::TileClaims* claims, Published& published, CoordsOf&& coords_of,
                                               Load&& load) {
-  int i = 0;
-  for (int tile = cta_tile<Cfg>(0); tile < num_tiles; tile += cta_tile_step<Cfg>(i), ++i) {
+  constexpr int kRing = (Cfg::kStages + Cfg::kNeighbourTiles - 1) / Cfg::kNeighbourTiles * Cfg::kNeighbourTiles;
+  auto claim = [&] { return schedule::claim_tile(claims, 0); };
+  schedule::ChunkClaimingWalk<Cfg::kNeighbourTiles, kRing> walk(blockIdx.x, gridDim.x, claim);
+  for (int i = 0, ends = 0; ends < Cfg::kConsumers; ++i) {
+    const int tile = walk.next(num_tiles, claim);
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     empty[slot.stage].wait(slot.empty_parity());
-    const auto coords = coords_of(tile);  // after the wait: read earlier, it cost the forward 3% (ScheduleReader)
+    published.tile[slot.stage] = tile;
+    if (tile >= num_tiles) {  // this slot's consumer stops here
+      full[slot.stage].arrive();
+      ++ends;
+      continue;
+    }
+    // Read after the wait: read a tile ahead, it cost the forward 3% (docs/perf.md,
+    // "Reading the schedule a tile ahead").
+    const auto coords = coords_of(tile);
+    published.set(slot.stage, coords);
     if (Cfg::kEmptyEntries && coords.block.row_count == 0) {  // packed into an earlier tile: the slot passes, unloaded
       full[slot.stage].arrive();
       continue;
     }
     load(coords, slot.stage, full[slot.stage]);
   }
+  schedule::count_out(claims);  // the producer is the CTA's only claimer
 }
 
-// Consumer c's walk: the CTA's tiles c, c + kConsumers, ... in the producer's order,
-// each kConsumers * gridDim.x after the one before (cta_tile).
-template <typename Cfg, typename CoordsOf, typename TileOp>
+// Consumer c's walk: the CTA's slots c, c + kConsumers, ..., each with the
+// tile the producer published in it, until the end mark.
+template <typename Cfg, typename Published, typename ConsumerCoordsFrom, typename TileOp>
 __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int num_tiles, int consumer,
-                                              CoordsOf&& coords_of, TileOp&& op) {
+                                              const Published& published, ConsumerCoordsFrom&& consumer_coords_from,
+                                              TileOp&& op) {
   static_assert(Cfg::kStages > Cfg::kConsumers || !kSharedStages<Cfg>,
                 "the wait on the previous release below needs more stages than consumers");
-  const int first = cta_tile<Cfg>(consumer), stride = Cfg::kConsumers * gridDim.x;
-  ScheduleReader<Cfg::kConsumersReadAhead, CoordsOf> schedule(coords_of, first, stride, num_tiles);
-  int i = consumer;
-  for (int tile = first; tile < num_tiles; tile += stride, i += Cfg::kConsumers) {
+  for (int i = consumer;; i += Cfg::kConsumers) {
     const auto slot = RingSlot<Cfg::kStages>::of(i);
-    const auto coords = schedule(tile);  // read a tile ahead, or now (overlapping the waits below)
     if constexpr (kSharedStages<Cfg>) {
       // Stages are shared between consumers (e.g. 5 stages, 3 consumers), so
-      // this consumer can reach tile i while the stage still holds tile
+      // this consumer can reach slot i while the stage still holds slot
       // i - kStages of another consumer, its data not even landed: the full
       // barrier is then one phase behind, and a parity wait cannot tell
-      // "phase of tile i - kStages pending" from "phase of tile i done"; it
+      // "phase of slot i - kStages pending" from "phase of slot i done"; it
       // would return at once and the tile op would read (and release) the
-      // wrong data. Waiting first for that tile's release (the producer's
+      // wrong data. Waiting first for that slot's release (the producer's
       // own wait) puts the full barrier within one phase. That wait cannot
-      // alias either: our previous tile, i - kConsumers, was loaded after
-      // tile i - kStages, so the release before that one is done. With fixed
-      // stages per consumer the previous tile of a stage is this consumer's.
+      // alias either: our previous slot, i - kConsumers, was loaded after
+      // slot i - kStages, so the release before that one is done. With fixed
+      // stages per consumer the previous slot of a stage is this consumer's.
       empty[slot.stage].wait(slot.empty_parity());
     }
     full[slot.stage].wait(slot.full_parity());
+    // Lane 0 alone reads the slot and hands it to its warp: its own release
+    // of the stage then orders the read before the producer's next write of
+    // the slot. (Reads by the other lanes would be ordered by __syncwarp and
+    // lane 0's release, which the PTX model allows and racecheck does not
+    // model: it reported those as races with the producer.)
+    const bool reader = threadIdx.x % 32 == 0;
+    const int tile = __shfl_sync(~0u, reader ? published.tile[slot.stage] : 0, 0);
+    if (tile >= num_tiles) break;  // the end mark: nothing to release
+    const auto coords =
+        consumer_coords_from(lane0_copy(reader ? published.get(slot.stage) : decltype(published.get(0)){}));
     if (!Cfg::kEmptyEntries || coords.block.row_count > 0) op(coords, slot.stage);
     release_consumer_stage<Cfg>(empty[slot.stage], threadIdx.x % 32);
   }
 }
 
-// The whole frame for `num_tiles` tiles: the producer runs
-// load(coords, stage, full_barrier) per tile, consumer c runs
-// op(coords, stage, c) per tile it takes. The consumers read their
-// coordinates with consumer_coords_of: the producer's, plus what the tile
-// op's hooks look up per tile (hooks.cuh, look_ahead), so that those global
-// reads land while the consumer waits for the tile's data; the producer,
-// whose TMA issue they would delay, does without.
-template <typename Cfg, typename CoordsOf, typename ConsumerCoordsOf, typename Load, typename TileOp>
-__device__ __forceinline__ void run_frame(Barrier* full, Barrier* empty, int num_tiles, CoordsOf&& coords_of,
-                                          ConsumerCoordsOf&& consumer_coords_of, Load&& load, TileOp&& op) {
+// The whole frame for `num_tiles` tiles, claimed at run time from `claims`:
+// the producer runs load(coords, stage, full_barrier) per tile, consumer c
+// runs op(coords, stage, c) per tile it takes. The consumers get the
+// producer's coordinates through shared memory and add to them what the tile
+// op's hooks look up per tile (consumer_coords_from: hooks.cuh's
+// look_ahead), so that those global reads are the consumers', not the
+// producer's, whose TMA issue they would delay.
+template <typename Cfg, typename CoordsOf, typename ConsumerCoordsFrom, typename Load, typename TileOp>
+__device__ __forceinline__ void run_frame(Barrier* full, Barrier* empty, int num_tiles, schedule::TileClaims* claims,
+                                          CoordsOf&& coords_of, ConsumerCoordsFrom&& consumer_coords_from, Load&& load,
+                                          TileOp&& op) {
+  using Coords = decltype(coords_of(0));
+  __shared__ PublishedTiles<Cfg, Coords> published;
   run_warp_specialized<Cfg>(
-      full, empty, [&]() BLOCKATTN_INLINE { produce_tiles<Cfg>(full, empty, num_tiles, coords_of, load); },
+      full, empty,
+      [&]() BLOCKATTN_INLINE { produce_tiles<Cfg>(full, empty, num_tiles, claims, published, coords_of, load); },
       [&](int consumer) BLOCKATTN_INLINE {
-        consume_tiles<Cfg>(full, empty, num_tiles, consumer, consumer_coords_of,
+        consume_tiles<Cfg>(full, empty, num_tiles, consumer, published, consumer_coords_from,
                            [&](const auto& coords, int stage) BLOCKATTN_INLINE { op(coords, stage, consumer); });
       });
 }
