@@ -1,9 +1,9 @@
 // The walks of the persistent sm_90 kernels over a table of tiles: which
 // tiles CTA `cta` of `ctas` takes, and in which order, statically or with
-// claims made at run time. Host-callable, so
-// that the CPU tests can check that every walk covers the table exactly
-// once (tests/cpu/cta_walk_test.cpp); the frames (sm90/frame.cuh) call it
-// with blockIdx.x and gridDim.x.
+// claims made at run time. Host-callable, so that the CPU tests can check
+// that every walk covers the table exactly once (tests/cpu/cta_walk_test.cpp,
+// claims interleaved at random); the frames (sm90/frame.cuh,
+// sm90/tensor_ring.cuh) call them with blockIdx.x and gridDim.x.
 #pragma once
 
 #include <climits>

@@ -75,9 +75,12 @@ struct ForwardConfig {
   // One arrival per warp is racecheck-clean on the blocks table, not on the
   // packed tiles (frame.cuh).
   static constexpr bool kReleasePerThread = kPackedTiles;
-  // Neighbouring heads to neighbouring CTAs (frame.cuh's cta_tile): a CTA
-  // taking them together cost headline-d64 7 points and tail-d64 13
-  // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame").
+  // In the static part of the walk (the first ring's worth), neighbouring
+  // heads to neighbouring CTAs (frame.cuh's cta_tile): on the static walk a
+  // CTA taking them together cost headline-d64 7 points and tail-d64 13
+  // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame"). The
+  // chunks claimed past it are runs of consecutive tiles, where they cost
+  // little (docs/perf.md, "Session 36").
   static constexpr int kNeighbourTiles = 1;
 };
 

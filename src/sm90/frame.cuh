@@ -254,6 +254,10 @@ __device__ __forceinline__ void run_frame(Barrier* full, Barrier* empty, int num
                                           CoordsOf&& coords_of, ConsumerCoordsFrom&& consumer_coords_from, Load&& load,
                                           TileOp&& op) {
   using Coords = decltype(coords_of(0));
+  // Static shared memory beside the kernel's dynamic ring: a launch over
+  // 227 KB a CTA would fail (the D = 192 backward's ring takes 225 KB).
+  static_assert(Cfg::kSmemBytes + sizeof(PublishedTiles<Cfg, Coords>) <= 227 * 1024,
+                "the published tiles do not fit beside the ring");
   __shared__ PublishedTiles<Cfg, Coords> published;
   run_warp_specialized<Cfg>(
       full, empty,
