@@ -8,6 +8,7 @@
 #
 # Here (each tree travels as an ignored folder):
 #   for c in C1 C2 C3; do mkdir -p build_trees/$c && git archive $c | tar -x -C build_trees/$c; done
+# or, for HEAD and prepared patches, tools/make_trees.sh main NAME:PATCH ...
 # There (the device tool's run, carry ["build_trees"]):
 #   DIMS=64 BLOCKS=128 WORKLOADS=headline-d64 BENCH_ARGS="--block-size 128" \
 #     tools/bench_trees.sh build_trees/C1 build_trees/C2 build_trees/C3
