@@ -129,6 +129,20 @@ __device__ __forceinline__ int cta_tile_step(int i) {
   return schedule::cta_tile_step(Cfg::kNeighbourTiles, gridDim.x, i);
 }
 
+// Lane 0's `value` in every lane of the warp (a trivially copyable type, a
+// whole number of 32-bit words).
+template <typename T>
+__device__ __forceinline__ T lane0_copy(const T& value) {
+  static_assert(sizeof(T) % 4 == 0, "shuffled as 32-bit words");
+  uint32_t words[sizeof(T) / 4];
+  memcpy(words, &value, sizeof(T));
+  for (auto& w : words)
+    w = __shfl_sync(~0u, w, 0);
+  T out;
+  memcpy(&out, words, sizeof(T));
+  return out;
+}
+
 // The tiles a CTA's slots carry, published by the producer, which alone
 // knows them (it claims them at run time): slot i's tile index and
 // coordinates, written before the arrive on its full barrier (release) and
@@ -143,26 +157,23 @@ struct PublishedTiles {
   alignas(16) unsigned char coords_bytes[Cfg::kStages][sizeof(Coords)];
 
   __device__ void set(int stage, const Coords& c) { memcpy(coords_bytes[stage], &c, sizeof(Coords)); }
-  __device__ Coords get(int stage) const {
-    Coords c;
-    memcpy(&c, coords_bytes[stage], sizeof(Coords));
-    return c;
-  }
-};
 
-// Lane 0's `value` in every lane of the warp (a trivially copyable type, a
-// whole number of 32-bit words).
-template <typename T>
-__device__ __forceinline__ T lane0_copy(const T& value) {
-  static_assert(sizeof(T) % 4 == 0, "shuffled as 32-bit words");
-  uint32_t words[sizeof(T) / 4];
-  memcpy(words, &value, sizeof(T));
-  for (auto& w : words)
-    w = __shfl_sync(~0u, w, 0);
-  T out;
-  memcpy(&out, words, sizeof(T));
-  return out;
-}
+  // A consumer warp's reads of slot `stage`: lane 0 alone reads and hands
+  // the value to its warp, so that its own release of the stage orders the
+  // read before the producer's next write of the slot. (Reads by the other
+  // lanes would be ordered by __syncwarp and lane 0's release, which the PTX
+  // model allows and racecheck does not model: it reported those as races
+  // with the producer.)
+  __device__ int warp_tile(int stage) const { return __shfl_sync(~0u, reader() ? tile[stage] : 0, 0); }
+  __device__ Coords warp_coords(int stage) const {
+    Coords c{};
+    if (reader()) memcpy(&c, coords_bytes[stage], sizeof(Coords));
+    return lane0_copy(c);
+  }
+
+ private:
+  __device__ static bool reader() { return threadIdx.x % 32 == 0; }
+};
 
 // The producer's loop over its slots, its tiles claimed a ring's worth at a
 // time (schedule::ChunkClaimingWalk; the first ring's worth is static).
@@ -227,16 +238,8 @@ __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int
       empty[slot.stage].wait(slot.empty_parity());
     }
     full[slot.stage].wait(slot.full_parity());
-    // Lane 0 alone reads the slot and hands it to its warp: its own release
-    // of the stage then orders the read before the producer's next write of
-    // the slot. (Reads by the other lanes would be ordered by __syncwarp and
-    // lane 0's release, which the PTX model allows and racecheck does not
-    // model: it reported those as races with the producer.)
-    const bool reader = threadIdx.x % 32 == 0;
-    const int tile = __shfl_sync(~0u, reader ? published.tile[slot.stage] : 0, 0);
-    if (tile >= num_tiles) break;  // the end mark: nothing to release
-    const auto coords =
-        consumer_coords_from(lane0_copy(reader ? published.get(slot.stage) : decltype(published.get(0)){}));
+    if (published.warp_tile(slot.stage) >= num_tiles) break;  // the end mark: nothing to release
+    const auto coords = consumer_coords_from(published.warp_coords(slot.stage));
     if (!Cfg::kEmptyEntries || coords.block.row_count > 0) op(coords, slot.stage);
     release_consumer_stage<Cfg>(empty[slot.stage], threadIdx.x % 32);
   }
