@@ -31,15 +31,17 @@
 
 namespace blockattn::sm90 {
 
-// Consumer warpgroups: three where a tile's latency rather than its bytes
-// bounds the kernel, two where three would cost bandwidth (measured,
+// Consumer warpgroups: three or four where a tile's latency rather than its
+// bytes bounds the kernel, two where more would cost bandwidth (measured,
 // docs/perf.md "Three forward consumers" and after): D = 32 (89.8% -> 99.4%
-// of copy at headdim-d32-h16), and at D = 64 batches of sequences shorter
-// than a block (tail-d64 83% -> 93%) and the rotary forward (whose rotation
-// latency a third consumer hides: headline-d64 2.73 -> 2.54 ms); long
-// sequences at D = 64 lose 12 points with three.
+// of copy at headdim-d32-h16), at D = 64 batches of sequences shorter than a
+// block (tail-d64 83% -> 93% with three; four, session 37: +2 points more on
+// the H100 and the H200), and the rotary forward (whose rotation latency a
+// third consumer hides: headline-d64 2.73 -> 2.54 ms); long sequences at
+// D = 64 lose 12 points with three.
 constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kind) {
   if (head_dim <= 32) return 3;
+  if (head_dim <= 64 && kind == BatchKind::kShort && fusion == core::Fusion::kNone) return 4;
   if (head_dim <= 64 && (kind == BatchKind::kShort || fusion == core::Fusion::kRotary)) return 3;
   return 2;
 }
@@ -51,7 +53,7 @@ struct ForwardConfig {
   static constexpr int kKeys = B;  // key columns of S
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
   static constexpr int kConsumers = kConsumerGroups;  // forward_consumers()
-  static_assert(kConsumers == 2 || kConsumers == 3, "the register split below");
+  static_assert(kConsumers >= 2 && kConsumers <= 4, "the register split below");
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kChunkCols = Layout::kChunkColumns;
   static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;  // chunks per row
@@ -59,14 +61,16 @@ struct ForwardConfig {
   static constexpr int kChunkBytes = Layout::kChunkBytes;
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V
   static constexpr int kStageBytes = 3 * kTileBytes;
-  // 216 KB of tiles with three consumers (18 stages at D = 32), 192 KB with
-  // two (8 at D = 64, 4 at 128, 2 past); a multiple of the consumers.
-  static constexpr int kStages = (kConsumers == 3 ? 216 * 1024 : 192 * 1024) / kStageBytes / kConsumers * kConsumers;
+  // 216 KB of tiles with three or four consumers (18 stages at D = 32, 8 at
+  // D = 64 with four), 192 KB with two (8 at D = 64, 4 at 128, 2 past); a
+  // multiple of the consumers.
+  static constexpr int kStages = (kConsumers >= 3 ? 216 * 1024 : 192 * 1024) / kStageBytes / kConsumers * kConsumers;
   static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152
-  // with three. The producer needs ~40 for its TMA coordinates without spilling.
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 3 ? 152 : 232;
+  // with three, 128 x 40 + 512 x 104 with four (D = 64: no spills). The
+  // producer needs ~40 for its TMA coordinates without spilling.
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = kConsumers == 4 ? 104 : kConsumers == 3 ? 152 : 232;
   // The tiles table (runs of short sequences packed, for batches of them:
   // forward_packs_short_sequences()) or the blocks table, which has no empty
   // entries (frame.cuh).

@@ -178,11 +178,13 @@ struct PublishedTiles {
 // The producer's loop over its slots, its tiles claimed a ring's worth at a
 // time (schedule::ChunkClaimingWalk; the first ring's worth is static).
 // Where the table may hold empty entries (Cfg::kEmptyEntries: the packed
-// tiles table of the backward and of the short-sequence forward), an empty
-// one still takes its ring slot, unloaded, so that producer and consumers
-// keep counting slots alike; the check is compiled only there (as a run-time
-// branch in the forward's loop it cost the D = 64 forward 4% on
-// partial-heavy batches, docs/perf.md).
+// tiles table of the backward and of the short-sequence forward: a third of
+// tail-d64's entries), the producer passes over them and fills the slot with
+// the next tile that has rows: the consumers learn each slot's tile from
+// what is published, so an empty entry needs no slot, and every slot of the
+// ring carries bytes. The check is compiled only there (as a run-time branch
+// in the forward's loop it cost the D = 64 forward 4% on partial-heavy
+// batches, docs/perf.md).
 template <typename Cfg, typename Published, typename CoordsOf, typename Load>
 __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int num_tiles,
                                               schedule::TileClaims* claims, Published& published, CoordsOf&& coords_of,
@@ -191,23 +193,23 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
   auto claim = [&] { return schedule::claim_tile(claims, 0); };
   schedule::ChunkClaimingWalk<Cfg::kNeighbourTiles, kRing> walk(blockIdx.x, gridDim.x, claim);
   for (int i = 0, ends = 0; ends < Cfg::kConsumers; ++i) {
-    const int tile = walk.next(num_tiles, claim);
+    int tile = walk.next(num_tiles, claim);
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     empty[slot.stage].wait(slot.empty_parity());
+    // Read after the wait: read a tile ahead, it cost the forward 3% (docs/perf.md,
+    // "Reading the schedule a tile ahead").
+    decltype(coords_of(0)) coords{};
+    for (; tile < num_tiles; tile = walk.next(num_tiles, claim)) {
+      coords = coords_of(tile);
+      if (!Cfg::kEmptyEntries || coords.block.row_count > 0) break;  // else packed into an earlier tile
+    }
     published.tile[slot.stage] = tile;
     if (tile >= num_tiles) {  // this slot's consumer stops here
       full[slot.stage].arrive();
       ++ends;
       continue;
     }
-    // Read after the wait: read a tile ahead, it cost the forward 3% (docs/perf.md,
-    // "Reading the schedule a tile ahead").
-    const auto coords = coords_of(tile);
     published.set(slot.stage, coords);
-    if (Cfg::kEmptyEntries && coords.block.row_count == 0) {  // packed into an earlier tile: the slot passes, unloaded
-      full[slot.stage].arrive();
-      continue;
-    }
     load(coords, slot.stage, full[slot.stage]);
   }
   schedule::count_out(claims);  // the producer is the CTA's only claimer
@@ -238,9 +240,8 @@ __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int
       empty[slot.stage].wait(slot.empty_parity());
     }
     full[slot.stage].wait(slot.full_parity());
-    if (published.warp_tile(slot.stage) >= num_tiles) break;  // the end mark: nothing to release
-    const auto coords = consumer_coords_from(published.warp_coords(slot.stage));
-    if (!Cfg::kEmptyEntries || coords.block.row_count > 0) op(coords, slot.stage);
+    if (published.warp_tile(slot.stage) >= num_tiles) break;                  // the end mark: nothing to release
+    op(consumer_coords_from(published.warp_coords(slot.stage)), slot.stage);  // never an empty entry
     release_consumer_stage<Cfg>(empty[slot.stage], threadIdx.x % 32);
   }
 }

@@ -31,8 +31,11 @@ constexpr int tile_chunk_cols(Operation op, int head_dim) {
 // sequences sharing a tile) for a batch of short sequences: the kernel that
 // KernelOf<...>::ShortSequences names, and the table the backend hands it.
 // Measured (docs/perf.md, "Packed tiles in the sm90 forward"): tail-d64
-// 93.1% -> 97.5% of copy; tail-d128 97.6% -> 86.5%, so D = 64 only.
-constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 64; }
+// 93.1% -> 97.5% of copy; tail-d128 97.6% -> 86.5%, so D = 64 only until
+// the producer passed over the table's empty entries instead of handing each
+// a ring slot (session 37): tail-d128 then 96 -> 96.7 on the H100 and
+// 83 -> 90.5 on the H200.
+constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
 // which this backend runs wherever num_q_heads != num_kv_heads; other grouped
