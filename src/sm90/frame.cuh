@@ -4,8 +4,9 @@
 //
 //   producer (thread 0 of warpgroup 0): for each of the CTA's tiles (the
 //     first ring's worth static, the rest claimed at run time:
-//     schedule/cta_walk.h's ChunkClaimingWalk), waits until the tile's
-//     stage is free, publishes the tile's coordinates beside the stage and
+//     schedule/cta_walk.h's ChunkClaimingWalk; the packed table's empty
+//     entries passed over), waits until the tile's stage is free,
+//     publishes the tile's coordinates beside the stage and
 //     calls load(coords, stage, full_barrier), which announces the bytes it
 //     loads on the barrier and issues the TMA copies (loader.cuh);
 //   consumer c (warpgroup 1 + c): takes every kConsumers-th of the CTA's
@@ -197,7 +198,8 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     empty[slot.stage].wait(slot.empty_parity());
     // Read after the wait: read a tile ahead, it cost the forward 3% (docs/perf.md,
-    // "Reading the schedule a tile ahead").
+    // "Reading the schedule a tile ahead"); the next slot's, before its wait,
+    // gained nothing on an H200 (session 37).
     decltype(coords_of(0)) coords{};
     for (; tile < num_tiles; tile = walk.next(num_tiles, claim)) {
       coords = coords_of(tile);
