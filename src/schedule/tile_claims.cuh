@@ -35,16 +35,16 @@
 
 namespace blockattn::schedule {
 
-// One claim: the index of the next unit past the `first` a kernel takes
-// statically, units `stride` tiles apart (a unit is `stride` neighbouring
-// tiles). A counter that was not zero at the launch (a workspace overwritten
-// by something else between the schedule kernel and this one) may repeat or
+// One claim: the next index past the `first` a kernel takes statically (the
+// sm90 frame passes 0 and maps the claim to a chunk itself, cta_walk.h). A
+// counter that was not zero at the launch (a workspace overwritten by
+// something else between the schedule kernel and this one) may repeat or
 // skip tiles, but never names one outside [0, num_tiles): a negative or
 // overflowing claim is INT_MAX, which ends the walk.
-__device__ __forceinline__ int claim_tile(TileClaims* claims, int first, int stride = 1) {
+__device__ __forceinline__ int claim_tile(TileClaims* claims, int first) {
   cuda::atomic_ref<int32_t, cuda::thread_scope_device> next(claims->next);
-  const int unit = next.fetch_add(1, cuda::std::memory_order_relaxed);
-  return unit >= 0 && unit < (INT_MAX - first) / stride ? first + stride * unit : INT_MAX;
+  const int claimed = next.fetch_add(1, cuda::std::memory_order_relaxed);
+  return claimed >= 0 && claimed < INT_MAX - first ? first + claimed : INT_MAX;
 }
 
 // Counts a CTA out once its last claim has returned (every CTA of the grid,

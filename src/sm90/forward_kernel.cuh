@@ -41,8 +41,8 @@ namespace blockattn::sm90 {
 // D = 64 lose 12 points with three.
 constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kind) {
   if (head_dim <= 32) return 3;
-  if (head_dim <= 64 && kind == BatchKind::kShort && fusion == core::Fusion::kNone) return 4;
-  if (head_dim <= 64 && (kind == BatchKind::kShort || fusion == core::Fusion::kRotary)) return 3;
+  if (head_dim <= 64 && kind == BatchKind::kShort) return fusion == core::Fusion::kNone ? 4 : 3;
+  if (head_dim <= 64 && fusion == core::Fusion::kRotary) return 3;
   return 2;
 }
 
