@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
   // hooks' look_ahead on them (what the backward does), the rotary forward
   // gained nothing and lost 2-4% at sweep-d64-L256-f0.5 (docs/perf.md, "The
   // table row looked up ahead").
-  auto coords_of = [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); };
+  tile::QueryHeadCursor coords_of(p.attn);  // the producer's alone
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
       [](const tile::TileCoords& t) BLOCKATTN_INLINE { return t; },

@@ -47,6 +47,47 @@ struct TileCoords {
   }
 };
 
+// The coordinates of one walker's tiles (the sm_90 frame's producer), a
+// tile per (block, query head), in the order it takes them. Its claimed
+// chunks are runs of consecutive tiles: a tile that follows the previous one
+// within the same block gets its heads by an increment and the block's
+// schedule entry already read, so only a jump (the static first ring, a new
+// chunk) divides by the head counts, and only a jump or a new block reads the
+// table. Per tile that was two divisions by run-time counts and a dependent
+// table read on the producer's serial path: at tail-d64 on an H200 the
+// producer issued a tile every ~1 us while the consumers waited on their
+// stages 46% of the time (ncu, docs/perf.md "Session 38").
+class QueryHeadCursor {
+ public:
+  __device__ explicit QueryHeadCursor(const AttentionParams& p) : p_(p) {}
+
+  __device__ TileCoords operator()(int tile) {
+    const bool follows = tile == last_ + 1;
+    if (follows && coords_.q_head + 1 < p_.num_q_heads) {  // the same block's next head
+      ++coords_.q_head;
+      if (++in_group_ == p_.group_size) {
+        in_group_ = 0;
+        ++coords_.kv_head;
+      }
+    } else if (follows) {  // the next block's first head
+      const int block_index = coords_.block_index + 1;
+      coords_ = {p_.schedule.blocks[block_index], 0, 0, block_index};
+      in_group_ = 0;
+    } else {
+      coords_ = TileCoords::per_query_head(p_, tile);
+      in_group_ = coords_.q_head - coords_.kv_head * p_.group_size;
+    }
+    last_ = tile;
+    return coords_;
+  }
+
+ private:
+  const AttentionParams& p_;
+  TileCoords coords_{};
+  int last_ = -2;     // no tile yet: the first call jumps
+  int in_group_ = 0;  // coords_.q_head's place in its KV group
+};
+
 template <typename T>
 __device__ __forceinline__ const T* head_rows(const TensorView& t, const schedule::BlockDesc& b, int head) {
   return static_cast<const T*>(t.data) + b.row_begin * t.token_stride + head * t.head_stride;
