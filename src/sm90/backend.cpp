@@ -31,6 +31,10 @@ struct MappedTensor {
 };
 constexpr MappedTensor kForwardInputs[] = {
     {TensorId::kQ, &Params::q_map}, {TensorId::kK, &Params::k_map}, {TensorId::kV, &Params::v_map}};
+// The forward's pair maps of the same tensors, where it takes two heads a
+// slot (forward_heads_per_slot).
+constexpr MappedTensor kForwardPairInputs[] = {
+    {TensorId::kQ, &Params::q_pair_map}, {TensorId::kK, &Params::k_pair_map}, {TensorId::kV, &Params::v_pair_map}};
 constexpr MappedTensor kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
                                             {TensorId::kK, &Params::k_map},
                                             {TensorId::kV, &Params::v_map},
@@ -110,6 +114,16 @@ class Sm90Backend final : public core::KernelBackend {
         encode_head_tile_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens, heads,
                              p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim), box_rows, &error);
     });
+    if (p.operation == Operation::kForward &&
+        forward_heads_per_slot(p.shape.head_dim, p.fusion(), kernel_variant(p).batch) == 2) {
+      for (const MappedTensor& t : kForwardPairInputs) {
+        const bool kv = t.id != TensorId::kQ;
+        if (error == nullptr)
+          encode_head_pair_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens,
+                               kv ? p.shape.num_kv_heads : p.shape.num_q_heads, p.shape.head_dim,
+                               static_cast<uint32_t>(p.shape.block_size), &error);
+      }
+    }
     if (error != nullptr) return core::unsupported("backend kHopper: ", error);
     params.out = p.tensor(TensorId::kOut);
     params.dq = p.tensor(TensorId::kDq);

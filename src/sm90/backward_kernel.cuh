@@ -100,6 +100,7 @@ struct BackwardConfig {
   // tail-d64 6.5 points and tail-d128 3, and gained headline-d128 0.4
   // (docs/perf.md, "Neighbouring tiles together in the sm_90 frame").
   static constexpr int kNeighbourTiles = D == 160 || D == 192 ? kConsumers : 1;
+  static constexpr int kConsumersPerSlot = 1;  // a slot is one tile (frame.cuh)
   // Whether the inputs may come in boxes of Params::input_box_rows rows (the
   // short-sequence kernels: backward_row_boxes_kernel, params.h).
   static constexpr bool kRowBoxes = kShortKernel && backward_row_boxes_kernel(D, BatchKind::kShort);
@@ -274,7 +275,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
   const BackwardSmem<T, D, B, S> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
-  tile::QueryHeadCursor coords_of(p.attn);  // the producer's alone
+  tile::QueryHeadCursor<> coords_of(p.attn);                                 // the producer's alone
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
       [&](const tile::TileCoords& t) BLOCKATTN_INLINE { return hooks.look_ahead(t); },

@@ -46,7 +46,7 @@ constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kin
   return 2;
 }
 
-template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles>
+template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles, int kHeadsPerSlot>
 struct ForwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
@@ -59,13 +59,21 @@ struct ForwardConfig {
   static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;  // chunks per row
   static constexpr int kPaddedD = kChunks * kChunkCols;              // columns of a tile in smem
   static constexpr int kChunkBytes = Layout::kChunkBytes;
-  static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V
-  static constexpr int kStageBytes = 3 * kTileBytes;
+  static constexpr int kTileBytes = kChunks * kChunkBytes;  // one head's tile of Q, K or V
+  // Query heads a slot carries (forward_heads_per_slot), one per consumer of
+  // a slot group (frame.cuh): a stage holds each tensor's tiles of them side
+  // by side, as one pair box of the host's pair maps fills them.
+  static constexpr int kHeads = kHeadsPerSlot;
+  static constexpr int kConsumersPerSlot = kHeads;
+  static_assert(kHeads == 1 || (kHeads == 2 && kChunks == 1 && kConsumers % 2 == 0),
+                "head pairs: one 64-column chunk a head (the pair maps' box), two consumers a slot");
+  static constexpr int kStageBytes = 3 * kHeads * kTileBytes;
   // 216 KB of tiles with three or four consumers (18 stages at D = 32, 8 at
-  // D = 64 with four), 192 KB with two (8 at D = 64, 4 at 128, 2 past); a
-  // multiple of the consumers.
-  static constexpr int kStages = (kConsumers >= 3 ? 216 * 1024 : 192 * 1024) / kStageBytes / kConsumers * kConsumers;
-  static_assert(kStages % kConsumers == 0, "each consumer owns fixed stages");
+  // D = 64 with four, 4 of head pairs), 192 KB with two (8 at D = 64, 4 at
+  // 128, 2 past); a multiple of the slot groups.
+  static constexpr int kSlotGroups = kConsumers / kConsumersPerSlot;
+  static constexpr int kStages = (kConsumers >= 3 ? 216 * 1024 : 192 * 1024) / kStageBytes / kSlotGroups * kSlotGroups;
+  static_assert(kStages % kSlotGroups == 0, "each slot group owns fixed stages");
   static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152
   // with three, 128 x 40 + 512 x 104 with four (D = 64: no spills). The
@@ -88,10 +96,11 @@ struct ForwardConfig {
   static constexpr int kNeighbourTiles = 1;
 };
 
-// Shared memory: 1024-byte aligned stages (Q, K, V tiles), then the barriers.
-template <typename T, int D, int B, int C, bool P>
+// Shared memory: 1024-byte aligned stages (Q, K, V tiles, each of the slot's
+// heads), then the barriers.
+template <typename T, int D, int B, int C, bool P, int H>
 struct ForwardSmem {
-  using Cfg = ForwardConfig<T, D, B, C, P>;
+  using Cfg = ForwardConfig<T, D, B, C, P, H>;
   unsigned char* tiles;
   Barrier* full;   // producer -> consumer: the stage's bytes have landed
   Barrier* empty;  // consumer -> producer: the stage may be refilled
@@ -107,15 +116,19 @@ struct ForwardSmem {
     full = reinterpret_cast<Barrier*>(tiles + Cfg::kStages * Cfg::kStageBytes);
     empty = full + Cfg::kStages;
   }
-  __device__ T* q(int stage) const { return reinterpret_cast<T*>(tiles + stage * Cfg::kStageBytes); }
-  __device__ T* k(int stage) const { return q(stage) + Cfg::kTileBytes / 2; }
-  __device__ T* v(int stage) const { return q(stage) + Cfg::kTileBytes; }
+  // The tiles of the slot's `head`-th query head (0 or 1 with head pairs).
+  __device__ T* q(int stage, int head = 0) const {
+    return reinterpret_cast<T*>(tiles + stage * Cfg::kStageBytes + head * Cfg::kTileBytes);
+  }
+  __device__ T* k(int stage, int head = 0) const { return q(stage, head) + Cfg::kHeads * Cfg::kTileBytes / 2; }
+  __device__ T* v(int stage, int head = 0) const { return q(stage, head) + Cfg::kHeads * Cfg::kTileBytes; }
 };
 
-template <typename T, int D, int B, int C, bool P, typename Hooks>
-__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<T, D, B, C, P>& sm,
-                                             const tile::TileCoords& t, int stage, int consumer) {
-  using Cfg = ForwardConfig<T, D, B, C, P>;
+template <typename T, int D, int B, int C, bool P, int H, typename Hooks>
+__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks,
+                                             const ForwardSmem<T, D, B, C, P, H>& sm,
+                                             const tile::TileCoords& slot_coords, int stage, int consumer) {
+  using Cfg = ForwardConfig<T, D, B, C, P, H>;
   using Layout = typename Cfg::Layout;
   constexpr int kKeys = Cfg::kKeys;
   // Unsigned and masked to the warpgroup, so tid % 32, tid / 32 and the
@@ -124,10 +137,20 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   const int tid = threadIdx.x % 128;
   const int lane = tid % 32, row0 = 16 * (tid / 32);
   const uint32_t barrier_id = 1 + consumer;
+  // This consumer's head of the slot's (its place in the slot group).
+  const int head = consumer % Cfg::kHeads;
+  tile::TileCoords t = slot_coords;
+  if constexpr (Cfg::kHeads > 1) {
+    if (head == 1) {
+      if (t.q_head + 1 >= p.attn.num_q_heads) return;  // an odd head count's last slot has one head
+      t.kv_head = tile::kv_head_after(t, p.attn.group_size);
+      ++t.q_head;
+    }
+  }
   const int valid = t.block.row_count;
   struct {
     T *q, *k, *v;
-  } ops{sm.q(stage), sm.k(stage), sm.v(stage)};
+  } ops{sm.q(stage, head), sm.k(stage, head), sm.v(stage, head)};
   if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
     tile::zero_rows_from<Layout, Cfg::kRows, D, 128>(ops.v, valid, tid);
   }
@@ -181,30 +204,73 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   }
 }
 
-template <typename T, int D, int B, core::Fusion F, int C, bool P>
-__global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
+// A head-pair slot's copies: Q of both query heads in one box; K and V too
+// where the two have neighbouring KV heads (no grouping), else the KV head
+// they share twice, so that each consumer of the slot owns its tiles (it
+// zeroes V's rows past the block in place). Three copies for two tiles
+// where there were six. An odd head count's last slot has one head, loaded
+// alone (slot_has_one_head).
+__device__ __forceinline__ bool slot_has_one_head(const Params& p, const tile::TileCoords& t) {
+  return t.q_head + 1 == p.attn.num_q_heads;
+}
+template <typename T, int D, int B, int C, bool P, int H>
+__device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSmem<T, D, B, C, P, H>& sm,
+                                                const tile::TileCoords& t, int stage, Barrier& full) {
+  using Cfg = ForwardConfig<T, D, B, C, P, H>;
+  using Layout = typename Cfg::Layout;
+  const int32_t row = t.block.row_begin;
+  if (slot_has_one_head(p, t)) {
+    const TmaTile tiles[3] = {
+        {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
+    load_block_tiles<Layout, 1>(tiles, row, full);
+    return;
+  }
+  load_head_pair(&p.q_pair_map, t.q_head, sm.q(stage), row, full);
+  if (tile::kv_head_after(t, p.attn.group_size) != t.kv_head) {
+    load_head_pair(&p.k_pair_map, t.kv_head, sm.k(stage), row, full);
+    load_head_pair(&p.v_pair_map, t.kv_head, sm.v(stage), row, full);
+  } else {
+    const TmaTile tiles[4] = {{&p.k_map, t.kv_head, sm.k(stage, 0)},
+                              {&p.k_map, t.kv_head, sm.k(stage, 1)},
+                              {&p.v_map, t.kv_head, sm.v(stage, 0)},
+                              {&p.v_map, t.kv_head, sm.v(stage, 1)}};
+    load_block_tiles<Layout, 1>(tiles, row, full);
+  }
+}
+
+template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
+__global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
     forward_kernel(const __grid_constant__ Params p) {
-  using Cfg = ForwardConfig<T, D, B, C, P>;
+  using Cfg = ForwardConfig<T, D, B, C, P, H>;
   extern __shared__ unsigned char smem_raw[];
-  const ForwardSmem<T, D, B, C, P> sm(smem_raw);
+  const ForwardSmem<T, D, B, C, P, H> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
-  const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
+  static_assert(H == 1 || F == core::Fusion::kNone, "head pairs without a hook set's per-tile prologue");
+  // The walk's tiles are slots: (block, kHeads neighbouring query heads).
+  tile::QueryHeadCursor<H> coords_of(p.attn);  // the producer's alone
+  const int num_tiles = p.attn.schedule.block_count() * coords_of.units_per_block();
   // The consumers take the producer's coordinates as published: with the
   // hooks' look_ahead on them (what the backward does), the rotary forward
   // gained nothing and lost 2-4% at sweep-d64-L256-f0.5 (docs/perf.md, "The
   // table row looked up ahead").
-  tile::QueryHeadCursor coords_of(p.attn);  // the producer's alone
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
       [](const tile::TileCoords& t) BLOCKATTN_INLINE { return t; },
       [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
-        const TmaTile tiles[3] = {
-            {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
-        full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
-        load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
+        if constexpr (Cfg::kHeads == 1) {
+          const TmaTile tiles[3] = {{&p.q_map, t.q_head, sm.q(stage)},
+                                    {&p.k_map, t.kv_head, sm.k(stage)},
+                                    {&p.v_map, t.kv_head, sm.v(stage)}};
+          full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
+          load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
+        } else {
+          const bool one_head = slot_has_one_head(p, t);
+          full.arrive_expect_tx(one_head ? Cfg::kStageBytes / 2 : Cfg::kStageBytes);
+          load_head_pairs(p, sm, t, stage, full);
+        }
       },
       [&](const tile::TileCoords& t, int stage, int consumer)
-          BLOCKATTN_INLINE { forward_tile<T, D, B, C, P>(p, hooks, sm, t, stage, consumer); });
+          BLOCKATTN_INLINE { forward_tile<T, D, B, C, P, H>(p, hooks, sm, t, stage, consumer); });
 }
 
 }  // namespace blockattn::sm90
@@ -212,15 +278,18 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P>::kThreads, 1)
 namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
-  using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong), false>;
-  static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, false>;
-  // For batches of short sequences: forward_consumers()'s count, and packed
-  // tiles where forward_packs_short_sequences(); the same kernel where
-  // neither changes.
+  using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong), false,
+                                     sm90::forward_heads_per_slot(D, F, BatchKind::kLong)>;
+  static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, false, Config::kHeads>;
+  // For batches of short sequences: forward_consumers()'s count, packed
+  // tiles where forward_packs_short_sequences() and head pairs where
+  // forward_heads_per_slot(); the same kernel where none changes.
   struct ShortSequences {
     using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kShort),
-                                       sm90::forward_packs_short_sequences(D)>;
-    static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, Config::kPacked>;
+                                       sm90::forward_packs_short_sequences(D),
+                                       sm90::forward_heads_per_slot(D, F, BatchKind::kShort)>;
+    static constexpr auto kernel =
+        sm90::forward_kernel<T, D, B, F, Config::kConsumers, Config::kPacked, Config::kHeads>;
   };
 };
 }  // namespace blockattn

@@ -9,9 +9,12 @@
 //     publishes the tile's coordinates beside the stage and
 //     calls load(coords, stage, full_barrier), which announces the bytes it
 //     loads on the barrier and issues the TMA copies (loader.cuh);
-//   consumer c (warpgroup 1 + c): takes every kConsumers-th of the CTA's
+//   consumer c (warpgroup 1 + c): takes every kSlotGroups-th of the CTA's
 //     slots, waits until its stage has landed, calls op(coords, stage) with
-//     the coordinates published there and hands the stage back.
+//     the coordinates published there and hands the stage back. Where a
+//     slot carries several tiles (Cfg::kConsumersPerSlot: the D = 64
+//     forward's head pairs), that many consumers form a slot group and take
+//     the same slots, one tile of each.
 // A kernel is this frame (run_frame) + a loader + a tile operation.
 #pragma once
 
@@ -53,7 +56,7 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
   }
 }
 
-// Where consumers share stages (kStages not a multiple of kConsumers), the
+// Where consumers share stages (kStages not a multiple of kSlotGroups), the
 // next consumer of a stage waits on its release too, and touches the stage
 // with generic accesses (zeroing a partial tile's rows) right after. Each
 // thread then releases for itself: with one arrival per warp after
@@ -68,11 +71,13 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
 // (14 races at D = 192) and whose dS^T may be read from V's buffer (24 at
 // D = 64).
 template <typename Cfg>
-inline constexpr bool kSharedStages = Cfg::kStages % Cfg::kConsumers != 0;
+inline constexpr int kSlotGroups = Cfg::kConsumers / Cfg::kConsumersPerSlot;
+template <typename Cfg>
+inline constexpr bool kSharedStages = Cfg::kStages % kSlotGroups<Cfg> != 0;
 template <typename Cfg>
 inline constexpr bool kPerThreadRelease = kSharedStages<Cfg> || Cfg::kReleasePerThread;
 template <typename Cfg>
-inline constexpr int kReleasesPerStage = kPerThreadRelease<Cfg> ? 128 : 4;
+inline constexpr int kReleasesPerStage = (kPerThreadRelease<Cfg> ? 128 : 4) * Cfg::kConsumersPerSlot;
 
 // Initializes the ring's barriers (a stage is released by the consumer that
 // read it: kReleasesPerStage arrivals), then runs `producer()` on
@@ -193,7 +198,7 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
   constexpr int kRing = (Cfg::kStages + Cfg::kNeighbourTiles - 1) / Cfg::kNeighbourTiles * Cfg::kNeighbourTiles;
   auto claim = [&] { return schedule::claim_tile(claims, 0); };
   schedule::ChunkClaimingWalk<Cfg::kNeighbourTiles, kRing> walk(blockIdx.x, gridDim.x, claim);
-  for (int i = 0, ends = 0; ends < Cfg::kConsumers; ++i) {
+  for (int i = 0, ends = 0; ends < kSlotGroups<Cfg>; ++i) {
     int tile = walk.next(num_tiles, claim);
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     empty[slot.stage].wait(slot.empty_parity());
@@ -206,7 +211,7 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
       if (!Cfg::kEmptyEntries || coords.block.row_count > 0) break;  // else packed into an earlier tile
     }
     published.tile[slot.stage] = tile;
-    if (tile >= num_tiles) {  // this slot's consumer stops here
+    if (tile >= num_tiles) {  // this slot's consumers stop here
       full[slot.stage].arrive();
       ++ends;
       continue;
@@ -217,15 +222,17 @@ __device__ __forceinline__ void produce_tiles(Barrier* full, Barrier* empty, int
   schedule::count_out(claims);  // the producer is the CTA's only claimer
 }
 
-// Consumer c's walk: the CTA's slots c, c + kConsumers, ..., each with the
-// tile the producer published in it, until the end mark.
+// Consumer c's walk: its slot group g = c / kConsumersPerSlot takes the
+// CTA's slots g, g + kSlotGroups, ..., each with the tile the producer
+// published in it, until the end mark.
 template <typename Cfg, typename Published, typename ConsumerCoordsFrom, typename TileOp>
 __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int num_tiles, int consumer,
                                               const Published& published, ConsumerCoordsFrom&& consumer_coords_from,
                                               TileOp&& op) {
-  static_assert(Cfg::kStages > Cfg::kConsumers || !kSharedStages<Cfg>,
-                "the wait on the previous release below needs more stages than consumers");
-  for (int i = consumer;; i += Cfg::kConsumers) {
+  static_assert(Cfg::kConsumers % Cfg::kConsumersPerSlot == 0, "whole slot groups");
+  static_assert(Cfg::kStages > kSlotGroups<Cfg> || !kSharedStages<Cfg>,
+                "the wait on the previous release below needs more stages than slot groups");
+  for (int i = consumer / Cfg::kConsumersPerSlot;; i += kSlotGroups<Cfg>) {
     const auto slot = RingSlot<Cfg::kStages>::of(i);
     if constexpr (kSharedStages<Cfg>) {
       // Stages are shared between consumers (e.g. 5 stages, 3 consumers), so
@@ -236,7 +243,7 @@ __device__ __forceinline__ void consume_tiles(Barrier* full, Barrier* empty, int
       // would return at once and the tile op would read (and release) the
       // wrong data. Waiting first for that slot's release (the producer's
       // own wait) puts the full barrier within one phase. That wait cannot
-      // alias either: our previous slot, i - kConsumers, was loaded after
+      // alias either: our previous slot, i - kSlotGroups, was loaded after
       // slot i - kStages, so the release before that one is done. With fixed
       // stages per consumer the previous slot of a stage is this consumer's.
       empty[slot.stage].wait(slot.empty_parity());

@@ -33,6 +33,16 @@ __device__ __forceinline__ void load_block_tiles(const TmaTile (&tiles)[kN], int
     }
 }
 
+// One box of a pair map (tensor_map.h's encode_head_pair_map): rows
+// [row_begin, row_begin + box rows) of heads `head` and `head + 1`, landing
+// as two whole tiles of one 64-column chunk, the second right after the
+// first.
+__device__ __forceinline__ void load_head_pair(const CUtensorMap* pair_map, int head, void* dst, int32_t row_begin,
+                                               Barrier& full) {
+  const int32_t at[3] = {0, row_begin, head};
+  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst, pair_map, at, &full.word);
+}
+
 // The same in boxes of `box_rows` rows (the maps' box; a divisor of the
 // tile's rows), only as many as cover a tile's `rows`: a packed tile of short
 // sequences reads no more than a box past its own rows. Box r lands r rows

@@ -37,6 +37,17 @@ constexpr int tile_chunk_cols(Operation op, int head_dim) {
 // 83 -> 90.5 on the H200.
 constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
+// Query heads per ring slot of the forward: two neighbouring heads of one
+// packed tile, where the kernel issues a tile every ~0.9 us from its single
+// producer thread and the consumers wait (D = 64 on packed tiles, no fusion:
+// tail-d64 on an H200, docs/perf.md "Session 38"). Each tensor's two head
+// tiles come in one TMA box of two heads (Params' pair maps), so a slot
+// costs the producer one walk step, one wait and three copies for two tiles,
+// and the boxes are 16 KB, as the D = 128 forward's two-chunk tiles.
+constexpr int forward_heads_per_slot(int head_dim, core::Fusion fusion, BatchKind kind) {
+  return head_dim == 64 && kind == BatchKind::kShort && fusion == core::Fusion::kNone ? 2 : 1;
+}
+
 // Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
 // which this backend runs wherever num_q_heads != num_kv_heads; other grouped
 // backwards are refused here and run on kPortable. D = 64 and 128 at
@@ -102,6 +113,10 @@ struct Params {
   // TMA maps of the inputs (64-byte aligned by their type); dout_map only in
   // the backward.
   CUtensorMap q_map, k_map, v_map, dout_map;
+  // Maps of two neighbouring heads' tiles of q, k and v (dims ordered
+  // columns, tokens, heads: the box lands as two whole tiles), where the
+  // forward takes two heads a slot (forward_heads_per_slot).
+  CUtensorMap q_pair_map, k_pair_map, v_pair_map;
   // Store maps of the backward's outputs, where the kernel's config says
   // kStoresByTma (the host reads it as KernelEntry::stores_by_tma).
   CUtensorMap dq_map, dk_map, dv_map;

@@ -93,6 +93,22 @@ bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, in
   return encode_tiled<3>(map, dtype, t.data, dims, strides, box, error);
 }
 
+bool encode_head_pair_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
+                          uint32_t box_rows, const char** error) {
+  if (const char* why = tma_layout_problem(t, heads)) {
+    *error = why;
+    return false;
+  }
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(tokens),
+                              static_cast<cuuint64_t>(heads)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(t.token_stride) * 2,
+                                 tma_byte_stride(t.head_stride, heads, head_dim)};
+  // One head where the tensor has one (a box past its extent; the kernel
+  // never loads a pair there).
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(tile::kChunkCols), box_rows, heads > 1 ? 2u : 1u};
+  return encode_tiled<3>(map, dtype, t.data, dims, strides, box, error);
+}
+
 const char* dense_tma_layout_problem(const DenseTensorView& t, int64_t batch, int heads, int64_t seq_len) {
   if (!tma_stride_ok(t.seq_stride, seq_len)) return "seq_stride must be positive and below 2^40 bytes for TMA";
   if (!tma_stride_ok(t.head_stride, heads)) return "head_stride must be positive and below 2^40 bytes for TMA";

@@ -24,6 +24,13 @@ const char* tma_layout_problem(const TensorView& t, int heads);
 bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
                           int box_cols, uint32_t box_rows, const char** error);
 
+// The same tensor as a rank-3 map (columns, tokens, heads) with a box of 64
+// columns x `box_rows` tokens x 2 heads: one copy fills two neighbouring
+// heads' whole tiles, one after the other (heads past the tensor read as
+// zeros). For head dims of one 64-column chunk.
+bool encode_head_pair_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
+                          uint32_t box_rows, const char** error);
+
 // The dense forward's [B, H, S, D] views: a rank-4 map (columns, rows, heads,
 // batch) with the same swizzle and a box of 64 columns x `box_rows` rows.
 const char* dense_tma_layout_problem(const DenseTensorView& t, int64_t batch, int heads, int64_t seq_len);

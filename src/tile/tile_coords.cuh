@@ -47,46 +47,61 @@ struct TileCoords {
   }
 };
 
-// The coordinates of one walker's tiles (the sm_90 frame's producer), a
-// tile per (block, query head), in the order it takes them. Its claimed
-// chunks are runs of consecutive tiles: a tile that follows the previous one
-// within the same block gets its heads by an increment and the block's
-// schedule entry already read, so only a jump (the static first ring, a new
-// chunk) divides by the head counts, and only a jump or a new block reads the
-// table. Per tile that was two divisions by run-time counts and a dependent
-// table read on the producer's serial path: at tail-d64 on an H200 the
-// producer issued a tile every ~1 us while the consumers waited on their
-// stages 46% of the time (ncu, docs/perf.md "Session 38").
+// The coordinates of one walker's units (the sm_90 frame's producer), a
+// unit per (block, kHeadsPerUnit neighbouring query heads; the first is
+// q_head), in the order it takes them. Its claimed chunks are runs of
+// consecutive units: a unit that follows the previous one within the same
+// block gets its heads by an increment and the block's schedule entry
+// already read, so only a jump (the static first ring, a new chunk) divides
+// by the head counts, and only a jump or a new block reads the table. Per
+// tile that was two divisions by run-time counts and a dependent table read
+// on the producer's serial path: at tail-d64 on an H200 the producer issued
+// a tile every ~1 us while the consumers waited on their stages 46% of the
+// time (ncu, docs/perf.md "Session 38").
+template <int kHeadsPerUnit = 1>
 class QueryHeadCursor {
  public:
-  __device__ explicit QueryHeadCursor(const AttentionParams& p) : p_(p) {}
+  __device__ explicit QueryHeadCursor(const AttentionParams& p)
+      : p_(p), units_per_block_((p.num_q_heads + kHeadsPerUnit - 1) / kHeadsPerUnit) {}
 
-  __device__ TileCoords operator()(int tile) {
-    const bool follows = tile == last_ + 1;
-    if (follows && coords_.q_head + 1 < p_.num_q_heads) {  // the same block's next head
-      ++coords_.q_head;
-      if (++in_group_ == p_.group_size) {
-        in_group_ = 0;
+  // Units of a block: the walk's table is block_count() times this.
+  __device__ int units_per_block() const { return units_per_block_; }
+
+  __device__ TileCoords operator()(int unit) {
+    const bool follows = unit == last_ + 1;
+    if (follows && coords_.q_head + kHeadsPerUnit < p_.num_q_heads) {  // the same block's next heads
+      coords_.q_head += kHeadsPerUnit;
+      for (in_group_ += kHeadsPerUnit; in_group_ >= p_.group_size; in_group_ -= p_.group_size)
         ++coords_.kv_head;
-      }
-    } else if (follows) {  // the next block's first head
+    } else if (follows) {  // the next block's first heads
       const int block_index = coords_.block_index + 1;
       coords_ = {p_.schedule.blocks[block_index], 0, 0, block_index};
       in_group_ = 0;
     } else {
-      coords_ = TileCoords::per_query_head(p_, tile);
-      in_group_ = coords_.q_head - coords_.kv_head * p_.group_size;
+      const int block_index = unit / units_per_block_;
+      const int q_head = (unit - block_index * units_per_block_) * kHeadsPerUnit;
+      const int kv_head = q_head / p_.group_size;
+      coords_ = {p_.schedule.blocks[block_index], q_head, kv_head, block_index};
+      in_group_ = q_head - kv_head * p_.group_size;
     }
-    last_ = tile;
+    last_ = unit;
     return coords_;
   }
 
  private:
   const AttentionParams& p_;
+  int units_per_block_;
   TileCoords coords_{};
-  int last_ = -2;     // no tile yet: the first call jumps
+  int last_ = -2;     // no unit yet: the first call jumps
   int in_group_ = 0;  // coords_.q_head's place in its KV group
 };
+
+// The KV head of query head t.q_head + 1: the next one where t.q_head is the
+// last query head of its group (a multiplication, where the division
+// (t.q_head + 1) / group_size would be some 20 instructions).
+__device__ __forceinline__ int kv_head_after(const TileCoords& t, int group_size) {
+  return t.q_head + 1 == (t.kv_head + 1) * group_size ? t.kv_head + 1 : t.kv_head;
+}
 
 template <typename T>
 __device__ __forceinline__ const T* head_rows(const TensorView& t, const schedule::BlockDesc& b, int head) {

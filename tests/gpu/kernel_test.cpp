@@ -669,7 +669,14 @@ std::vector<Config> packed_configs() {
                   {d, P::kHalfSplit, Pos::kInSequence, true, true}};
       Config rope_rows{DType::kFP16, d, 2, 2, LayoutKind::kHeadMajor, OffsetsKind::kValid, 0.f,
                        {d, P::kInterleaved, Pos::kTokenRow}};
-      for (Config c : {plain, gqa, malformed, rope, rope_rows}) {
+      // The D = 64 forward's head pairs (sm90 forward_heads_per_slot): an odd
+      // head count (a last slot of one head), groups of three (a pair that
+      // straddles two KV heads: K and V in pair boxes over head-major rows),
+      // and a single head.
+      Config odd{DType::kBF16, d, 3, 3, LayoutKind::kPacked, OffsetsKind::kValid};
+      Config straddle{DType::kFP16, d, 6, 2, LayoutKind::kHeadMajor, OffsetsKind::kValid};
+      Config single{DType::kBF16, d, 1, 1, LayoutKind::kPadded, OffsetsKind::kValid};
+      for (Config c : {plain, gqa, malformed, rope, rope_rows, odd, straddle, single}) {
         c.block_size = b;
         configs.push_back(c);
       }
