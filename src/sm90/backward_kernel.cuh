@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
   const BackwardSmem<T, D, B, S> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
-  tile::QueryHeadCursor<> coords_of(p.attn);                                 // the producer's alone
+  tile::QueryHeadWalk<F> coords_of(p.attn);                                  // the producer's alone
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
       [&](const tile::TileCoords& t) BLOCKATTN_INLINE { return hooks.look_ahead(t); },

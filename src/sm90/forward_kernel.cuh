@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
   const tile::Hooks<F> hooks(p.attn);
   static_assert(H == 1 || F == core::Fusion::kNone, "head pairs without a hook set's per-tile prologue");
   // The walk's tiles are slots: (block, kHeads neighbouring query heads).
-  tile::QueryHeadCursor<H> coords_of(p.attn);  // the producer's alone
+  tile::QueryHeadWalk<F, H> coords_of(p.attn);  // the producer's alone
   const int num_tiles = p.attn.schedule.block_count() * coords_of.units_per_block();
   // The consumers take the producer's coordinates as published: with the
   // hooks' look_ahead on them (what the backward does), the rotary forward

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/attention_params.h"
 
@@ -95,6 +96,26 @@ class QueryHeadCursor {
   int last_ = -2;     // no unit yet: the first call jumps
   int in_group_ = 0;  // coords_.q_head's place in its KV group
 };
+
+// The same walker's coordinates by a division and a table read per tile,
+// with QueryHeadCursor's interface: what the sm_90 rotary kernels keep. Not
+// bound by their producer, they ran 1.5-2% slower with the cursor on an
+// H100 (rotary forward at headline-d128 2.67 -> 2.71 ms, backward at
+// headline-d64 4.73 -> 4.81; docs/perf.md, "Session 38"), for a reason not
+// found.
+class QueryHeadLookup {
+ public:
+  __device__ explicit QueryHeadLookup(const AttentionParams& p) : p_(p) {}
+  __device__ int units_per_block() const { return p_.num_q_heads; }
+  __device__ TileCoords operator()(int tile) const { return TileCoords::per_query_head(p_, tile); }
+
+ private:
+  const AttentionParams& p_;
+};
+
+// The walk of a kernel with hook set F, kHeadsPerUnit query heads a unit.
+template <core::Fusion F, int kHeadsPerUnit = 1>
+using QueryHeadWalk = std::conditional_t<F == core::Fusion::kNone, QueryHeadCursor<kHeadsPerUnit>, QueryHeadLookup>;
 
 // The KV head of query head t.q_head + 1: the next one where t.q_head is the
 // last query head of its group (a multiplication, where the division
