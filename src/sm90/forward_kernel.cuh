@@ -137,7 +137,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   const int tid = threadIdx.x % 128;
   const int lane = tid % 32, row0 = 16 * (tid / 32);
   const uint32_t barrier_id = 1 + consumer;
-  // This consumer's head of the slot's (its place in the slot group).
+  // Which of the slot's heads this consumer takes (its place in its slot group).
   const int head = consumer % Cfg::kHeads;
   tile::TileCoords t = slot_coords;
   if constexpr (Cfg::kHeads > 1) {

@@ -79,7 +79,7 @@ inline constexpr bool kPerThreadRelease = kSharedStages<Cfg> || Cfg::kReleasePer
 template <typename Cfg>
 inline constexpr int kReleasesPerStage = (kPerThreadRelease<Cfg> ? 128 : 4) * Cfg::kConsumersPerSlot;
 
-// Initializes the ring's barriers (a stage is released by the consumer that
+// Initializes the ring's barriers (a stage is released by the consumers that
 // read it: kReleasesPerStage arrivals), then runs `producer()` on
 // warpgroup 0 and `consumer(c)` on warpgroup 1 + c, each role with its register
 // budget (setmaxnreg: one role per branch).
