@@ -25,23 +25,24 @@ struct TileCoords {
   int64_t first_position = kUnknownPosition;
 
   // A tile per (block, query head): the forward, and any backward with Hq == Hkv.
-  __device__ static TileCoords per_query_head(const AttentionParams& p, int tile) {
+  BA_HOST_DEVICE static TileCoords per_query_head(const AttentionParams& p, int tile) {
     return per_query_head(p, tile, p.schedule.blocks[tile / p.num_q_heads]);
   }
   // The same with the block's schedule entry already read (a kernel that
   // reads entries ahead of their use: sm80's forward and backward).
-  __device__ static TileCoords per_query_head(const AttentionParams& p, int tile, const schedule::BlockDesc& block) {
+  BA_HOST_DEVICE static TileCoords per_query_head(const AttentionParams& p, int tile,
+                                                  const schedule::BlockDesc& block) {
     const int block_index = tile / p.num_q_heads;
     const int q_head = tile - block_index * p.num_q_heads;
     return {block, q_head, q_head / p.group_size, block_index};
   }
   // A tile per (block, KV head), covering the group's query heads
   // kv_head * group_size .. + group_size - 1 (q_head is the first).
-  __device__ static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile) {
+  BA_HOST_DEVICE static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile) {
     return per_kv_head(p, num_kv_heads, tile, p.schedule.blocks[tile / num_kv_heads]);
   }
-  __device__ static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile,
-                                           const schedule::BlockDesc& block) {
+  BA_HOST_DEVICE static TileCoords per_kv_head(const AttentionParams& p, int num_kv_heads, int tile,
+                                               const schedule::BlockDesc& block) {
     const int block_index = tile / num_kv_heads;
     const int kv_head = tile - block_index * num_kv_heads;
     return {block, kv_head * p.group_size, kv_head, block_index};
@@ -58,17 +59,19 @@ struct TileCoords {
 // tile that was two divisions by run-time counts and a dependent table read
 // on the producer's serial path: at tail-d64 on an H200 the producer issued
 // a tile every ~1 us while the consumers waited on their stages 46% of the
-// time (ncu, docs/perf.md "Session 38").
+// time (ncu, docs/perf.md "Session 38"). Host-callable, as this file's
+// other functions, so that tests/cpu/query_head_walk_test.cpp checks it
+// against the division for runs and jumps of every kind.
 template <int kHeadsPerUnit = 1>
 class QueryHeadCursor {
  public:
-  __device__ explicit QueryHeadCursor(const AttentionParams& p)
+  BA_HOST_DEVICE explicit QueryHeadCursor(const AttentionParams& p)
       : p_(p), units_per_block_((p.num_q_heads + kHeadsPerUnit - 1) / kHeadsPerUnit) {}
 
   // Units of a block: the walk's table is block_count() times this.
-  __device__ int units_per_block() const { return units_per_block_; }
+  BA_HOST_DEVICE int units_per_block() const { return units_per_block_; }
 
-  __device__ TileCoords operator()(int unit) {
+  BA_HOST_DEVICE TileCoords operator()(int unit) {
     const bool follows = unit == last_ + 1;
     if (follows && coords_.q_head + kHeadsPerUnit < p_.num_q_heads) {  // the same block's next heads
       coords_.q_head += kHeadsPerUnit;
@@ -105,9 +108,9 @@ class QueryHeadCursor {
 // found.
 class QueryHeadLookup {
  public:
-  __device__ explicit QueryHeadLookup(const AttentionParams& p) : p_(p) {}
-  __device__ int units_per_block() const { return p_.num_q_heads; }
-  __device__ TileCoords operator()(int tile) const { return TileCoords::per_query_head(p_, tile); }
+  BA_HOST_DEVICE explicit QueryHeadLookup(const AttentionParams& p) : p_(p) {}
+  BA_HOST_DEVICE int units_per_block() const { return p_.num_q_heads; }
+  BA_HOST_DEVICE TileCoords operator()(int tile) const { return TileCoords::per_query_head(p_, tile); }
 
  private:
   const AttentionParams& p_;
@@ -120,16 +123,16 @@ using QueryHeadWalk = std::conditional_t<F == core::Fusion::kNone, QueryHeadCurs
 // The KV head of query head t.q_head + 1: the next one where t.q_head is the
 // last query head of its group (a multiplication, where the division
 // (t.q_head + 1) / group_size would be some 20 instructions).
-__device__ __forceinline__ int kv_head_after(const TileCoords& t, int group_size) {
+BA_HOST_DEVICE int kv_head_after(const TileCoords& t, int group_size) {
   return t.q_head + 1 == (t.kv_head + 1) * group_size ? t.kv_head + 1 : t.kv_head;
 }
 
 template <typename T>
-__device__ __forceinline__ const T* head_rows(const TensorView& t, const schedule::BlockDesc& b, int head) {
+BA_HOST_DEVICE const T* head_rows(const TensorView& t, const schedule::BlockDesc& b, int head) {
   return static_cast<const T*>(t.data) + b.row_begin * t.token_stride + head * t.head_stride;
 }
 template <typename T>
-__device__ __forceinline__ T* head_rows_out(const TensorView& t, const schedule::BlockDesc& b, int head) {
+BA_HOST_DEVICE T* head_rows_out(const TensorView& t, const schedule::BlockDesc& b, int head) {
   return static_cast<T*>(t.data) + b.row_begin * t.token_stride + head * t.head_stride;
 }
 
