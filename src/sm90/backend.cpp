@@ -45,27 +45,29 @@ constexpr MappedTensor kBackwardInputs[] = {{TensorId::kQ, &Params::q_map},
 constexpr MappedTensor kBackwardOutputs[] = {
     {TensorId::kDq, &Params::dq_map}, {TensorId::kDk, &Params::dk_map}, {TensorId::kDv, &Params::dv_map}};
 
+// The heads of a [T, H, D] tensor of the problem.
+int heads_of(const Problem& p, TensorId id) {
+  const bool kv = id == TensorId::kK || id == TensorId::kV || id == TensorId::kDk || id == TensorId::kDv;
+  return kv ? p.shape.num_kv_heads : p.shape.num_q_heads;
+}
+
 // visit(tensor, heads, box rows) for every tensor the problem's kernel (the
 // variant of `kernel` that runs it) reaches through a TMA map: its inputs
 // (box: `input_box_rows`, Params::input_box_rows) and, where it stores by
 // TMA, its outputs (box: a warp's rows).
 template <typename Visit>
 void for_each_mapped_tensor(const Problem& p, const KernelEntry<Params>& kernel, int input_box_rows, Visit&& visit) {
-  auto heads = [&](TensorId id) {
-    const bool kv = id == TensorId::kK || id == TensorId::kV || id == TensorId::kDk || id == TensorId::kDv;
-    return kv ? p.shape.num_kv_heads : p.shape.num_q_heads;
-  };
   const auto block_rows = static_cast<uint32_t>(input_box_rows);
   if (p.operation == Operation::kForward) {
     for (const MappedTensor& in : kForwardInputs)
-      visit(in, heads(in.id), block_rows);
+      visit(in, heads_of(p, in.id), block_rows);
     return;
   }
   for (const MappedTensor& in : kBackwardInputs)
-    visit(in, heads(in.id), block_rows);
+    visit(in, heads_of(p, in.id), block_rows);
   if (kernel.stores_by_tma(kernel_variant(p)))
     for (const MappedTensor& out : kBackwardOutputs)
-      visit(out, heads(out.id), kStoreBoxRows);
+      visit(out, heads_of(p, out.id), kStoreBoxRows);
 }
 
 class Sm90Backend final : public core::KernelBackend {
@@ -116,13 +118,10 @@ class Sm90Backend final : public core::KernelBackend {
     });
     if (p.operation == Operation::kForward &&
         forward_heads_per_slot(p.shape.head_dim, p.fusion(), kernel_variant(p).batch) == 2) {
-      for (const MappedTensor& t : kForwardPairInputs) {
-        const bool kv = t.id != TensorId::kQ;
+      for (const MappedTensor& t : kForwardPairInputs)
         if (error == nullptr)
-          encode_head_pair_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens,
-                               kv ? p.shape.num_kv_heads : p.shape.num_q_heads, p.shape.head_dim,
-                               static_cast<uint32_t>(p.shape.block_size), &error);
-      }
+          encode_head_pair_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens, heads_of(p, t.id),
+                               p.shape.head_dim, static_cast<uint32_t>(p.shape.block_size), &error);
     }
     if (error != nullptr) return core::unsupported("backend kHopper: ", error);
     params.out = p.tensor(TensorId::kOut);
