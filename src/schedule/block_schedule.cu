@@ -1,14 +1,16 @@
 // Builds the schedule on the device in two kernels, so the host never waits:
 //
-//   1. per sequence, in order (one CTA walking the sequences a chunk at a
-//      time, PassOneShape; the carry is the running max of the offsets and
-//      the block count so far): sanitize the offsets (running max, clamped)
-//      and scan the per-sequence block counts into the SequenceTables;
+//   1. per sequence, in order within each of up to kMaxSequenceRanges ranges
+//      of consecutive sequences (a CTA a range, walking it a chunk at a time,
+//      PassOneShape; the carry is the running max of the offsets and the
+//      block count so far): sanitize the offsets (running max, clamped) and
+//      scan the per-sequence block counts into the SequenceTables;
 //   2. per group of kPackGroup sequences (a CTA each, over the whole GPU):
 //      write the group's entries of both tables, deciding on the way which
-//      of its short sequences share a tile.
+//      of its short sequences share a tile; and the header.
 // Writing every entry from one SM is what made the earlier single-CTA
-// schedule cost tens of microseconds at the headline batches.
+// schedule cost tens of microseconds at the headline batches; scanning every
+// sequence on one SM cost 18 us at 20 000 sequences.
 //
 // Packing is greedy: a run of consecutive short sequences (0 < length <
 // block_size) within a group is cut into tiles front to back, each taking
@@ -19,26 +21,43 @@
 #include "schedule/block_schedule.h"
 
 #include <cub/block/block_load.cuh>
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
 
 namespace blockattn::schedule {
 namespace {
 
-// Pass 1's shapes: its single CTA walks the sequences a chunk of kThreads *
-// kItems at a time, and a chunk's trip has a fixed cost (loads, two scans,
-// stores, barriers: 1.3 us for the narrow chunk, 6 us for the wide one, at
-// 20 000 sequences), so few sequences take narrow chunks and many take wide
-// ones (kWideChunksFrom).
+// Pass 1's shapes: a CTA walks its range a chunk of kThreads * kItems at a
+// time, and a chunk's trip has a fixed cost (loads, two scans, stores,
+// barriers: 1.3 us for the narrow chunk, 6 us for the wide one). Ranges are
+// one narrow chunk up to kMaxSequenceRanges of them, whole wide chunks past
+// that (SequenceRanges).
 template <int kThreadsOf, int kItemsOf>
 struct PassOneShape {
   static constexpr int kThreads = kThreadsOf, kItems = kItemsOf, kChunk = kThreads * kItems;
 };
 using NarrowChunks = PassOneShape<1024, 1>;
 using WideChunks = PassOneShape<512, 16>;
-// Wide chunks from more than this many sequences on (the two shapes' times
-// cross near four narrow chunks).
-constexpr int32_t kWideChunksFrom = 4 * NarrowChunks::kChunk;
+
+// How pass 1 splits the sequences: `count` ranges of `length` sequences (the
+// last one shorter), a multiple of kPackGroup so that no packing group of
+// pass 2 spans two ranges.
+struct SequenceRanges {
+  int32_t count, length;
+  bool wide;  // walked in WideChunks
+};
+SequenceRanges sequence_ranges(int32_t num_seqs) {
+  const int64_t narrow_ranges = (int64_t{num_seqs} + NarrowChunks::kChunk - 1) / NarrowChunks::kChunk;
+  if (narrow_ranges <= kMaxSequenceRanges)
+    return {static_cast<int32_t>(narrow_ranges < 1 ? 1 : narrow_ranges), NarrowChunks::kChunk, false};
+  const int64_t per_range = (int64_t{num_seqs} + kMaxSequenceRanges - 1) / kMaxSequenceRanges;
+  const int64_t length = (per_range + WideChunks::kChunk - 1) / WideChunks::kChunk * WideChunks::kChunk;
+  return {static_cast<int32_t>((num_seqs + length - 1) / length), static_cast<int32_t>(length), true};
+}
+static_assert(NarrowChunks::kChunk % kPackGroup == 0 && WideChunks::kChunk % kPackGroup == 0,
+              "ranges of whole packing groups");
+
 constexpr int kEntryWarps = 8;  // pass 2
 static_assert(kPackGroup == 32, "one warp per packing group");
 
@@ -46,17 +65,42 @@ struct MaxOp {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
 };
 
-// Pass 1: the SequenceTables and the header. Each thread takes kItems
-// consecutive sequences of a chunk, so a batch of many short sequences costs
-// few trips through the chunk loop (one CTA runs it, so its trips are the
-// pass's latency: 20 000 sequences cost 26 us at one per thread). Several
-// items go through shared memory (cub's warp transpose): a thread's own
-// values, read or written in place, put a warp's accesses 32 bytes apart,
-// which took the pass to 39 us (docs/perf.md).
+// The running max of the clamped offsets[0..last], in thread 0: where a
+// range's first sequence starts. Each range's CTA reads all the offsets
+// before its own rather than waiting for the CTA before it (at 20 000
+// sequences the last one reads 80 KB; at kMaxSequenceRanges wide ranges, the
+// whole batch's offsets are read 64 times over, still far less than one SM
+// scanning them). kLoads loads in flight a thread: a loop with one waits out
+// each load's latency in turn.
+template <int kThreads, typename ReduceStorage>
+__device__ int32_t running_max_through(const int32_t* __restrict__ offsets, int32_t last, int32_t total_tokens,
+                                       ReduceStorage& storage) {
+  constexpr int kLoads = 8;
+  int32_t running_max = 0;  // clamped offsets are >= 0
+  for (int32_t base = 0; base <= last; base += kThreads * kLoads) {
+    int32_t value[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const int32_t i = base + k * kThreads + static_cast<int32_t>(threadIdx.x);
+      value[k] = i <= last ? offsets[i] : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k)
+      running_max = max(running_max, clamp_offset(value[k], total_tokens));
+  }
+  return cub::BlockReduce<int32_t, kThreads>(storage).Reduce(running_max, MaxOp());
+}
+
+// Pass 1: the SequenceTables, a CTA per range of `range_length` sequences.
+// Each thread takes kItems consecutive sequences of a chunk, so a range of
+// many sequences costs few trips through the chunk loop. Several items go
+// through shared memory (cub's warp transpose): a thread's own values, read
+// or written in place, put a warp's accesses 32 bytes apart, which took the
+// single-CTA pass to 39 us (docs/perf.md).
 template <typename Shape>
 __global__ void __launch_bounds__(Shape::kThreads)
     sequence_pass_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
-                         int32_t block_size, ScheduleHeader* __restrict__ header, SequenceTables seqs) {
+                         int32_t block_size, int32_t range_length, SequenceTables seqs) {
   constexpr int kThreads = Shape::kThreads, kItems = Shape::kItems;
   constexpr bool kTranspose = kItems > 1;
   using Load =
@@ -65,22 +109,27 @@ __global__ void __launch_bounds__(Shape::kThreads)
                                 kTranspose ? cub::BLOCK_STORE_WARP_TRANSPOSE : cub::BLOCK_STORE_DIRECT>;
   using Scan = cub::BlockScan<int32_t, kThreads>;
   __shared__ union {
+    typename cub::BlockReduce<int32_t, kThreads>::TempStorage reduce;
     typename Load::TempStorage load;
     typename Store::TempStorage store;
     typename Scan::TempStorage scan;
   } storage;
-  __shared__ int32_t carry[2];  // running max offset, blocks so far
+  __shared__ int32_t carry[2];  // running max offset, blocks of the range so far
 
   const int tid = threadIdx.x;
+  const int32_t range_begin = blockIdx.x * range_length;
+  const int32_t range_end = num_seqs - range_begin < range_length ? num_seqs : range_begin + range_length;
+  const int32_t start =
+      num_seqs > 0 ? running_max_through<kThreads>(offsets, range_begin, total_tokens, storage.reduce) : 0;
   if (tid == 0) {
-    carry[0] = num_seqs > 0 ? clamp_offset(offsets[0], total_tokens) : 0;
+    carry[0] = start;
     carry[1] = 0;
-    seqs.begin[0] = carry[0];
+    if (blockIdx.x == 0) seqs.begin[0] = start;
   }
-  __syncthreads();
+  __syncthreads();  // the carry is set; storage is the loads' next
 
-  for (int32_t chunk = 0; chunk < num_seqs; chunk += Shape::kChunk) {
-    const int32_t in_chunk = num_seqs - chunk < Shape::kChunk ? num_seqs - chunk : Shape::kChunk;
+  for (int32_t chunk = range_begin; chunk < range_end; chunk += Shape::kChunk) {
+    const int32_t in_chunk = range_end - chunk < Shape::kChunk ? range_end - chunk : Shape::kChunk;
     const int32_t running_max = carry[0], blocks_before = carry[1];
     int32_t end[kItems], begin[kItems], nblocks[kItems];  // of sequences chunk + tid * kItems + k
     Load(storage.load).Load(offsets + chunk + 1, end, in_chunk, 0);
@@ -114,10 +163,7 @@ __global__ void __launch_bounds__(Shape::kThreads)
     }
     __syncthreads();
   }
-  if (tid == 0) {
-    seqs.first_block[num_seqs] = carry[1];
-    *header = {carry[1], num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
-  }
+  if (tid == 0) seqs.range_blocks[blockIdx.x] = carry[1];
 }
 
 // The greedy packing of a warp's group, lane = sequence: every lane walks the
@@ -153,20 +199,39 @@ __device__ GroupPacking pack_group(bool is_short, int32_t length, int32_t block_
   return mine;
 }
 
+// The entries before range `range`'s first: the earlier ranges' block
+// counts, summed by a warp.
+__device__ int32_t blocks_before_range(const SequenceTables& seqs, int32_t range, int lane) {
+  int32_t sum = 0;
+  for (int32_t r = lane; r < range; r += 32)
+    sum += seqs.range_blocks[r];
+  return __reduce_add_sync(~0u, sum);
+}
+
 // Pass 2: both tables' entries, a CTA of kEntryWarps warps per group of 32
 // sequences: warp 0 packs the group's short sequences (lane = sequence) and
 // writes their entries; every other sequence's blocks go to the warps in
 // turn (lanes take the blocks in turn), so a long sequence is spread over 32
 // lanes and a batch of few sequences still over many warps. A warp per
 // sequence (1024 threads a group) cost 10.7 us at 20 000 short sequences,
-// where all but warp 0 have nothing to write.
+// where all but warp 0 have nothing to write. CTA 0's warp 0 also writes
+// the header (pass 1's ranges know only their own block counts).
 __global__ void __launch_bounds__(32 * kEntryWarps)
-    entry_pass_kernel(const ScheduleHeader* __restrict__ header, const SequenceTables seqs,
-                      BlockDesc* __restrict__ blocks, BlockSeq* __restrict__ block_seqs, BlockDesc* __restrict__ tiles,
+    entry_pass_kernel(ScheduleHeader h, SequenceRanges ranges, const SequenceTables seqs,
+                      ScheduleHeader* __restrict__ header, BlockDesc* __restrict__ blocks,
+                      BlockSeq* __restrict__ block_seqs, BlockDesc* __restrict__ tiles,
                       BlockSeq* __restrict__ tile_seqs) {
-  const ScheduleHeader h = *header;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (blockIdx.x == 0 && warp == 0) {  // the header, with the block count and zeroed claims
+    h.block_count = blocks_before_range(seqs, ranges.count, lane);
+    if (lane == 0) {
+      *header = h;
+      seqs.first_block[h.num_seqs] = h.block_count;
+    }
+  }
   for (int32_t group = blockIdx.x * kPackGroup; group < h.num_seqs; group += gridDim.x * kPackGroup) {
+    // Every warp: where the group's range starts in the tables.
+    const int32_t range_first = blocks_before_range(seqs, group / ranges.length, lane);
     if (warp == 0) {  // lane = sequence group + lane
       const int32_t s = group + lane;
       const bool real = s < h.num_seqs;
@@ -174,7 +239,7 @@ __global__ void __launch_bounds__(32 * kEntryWarps)
       const bool is_short = is_packable(length, h.block_size);
       const GroupPacking packing = pack_group(is_short, length, h.block_size, lane);
       if (is_short) {  // its one block, and its tiles entry: a packed tile, or empty
-        const int32_t first = seqs.first_block[s];
+        const int32_t first = range_first + seqs.first_block[s];
         blocks[first] = {begin, length};
         block_seqs[first] = {s, 0};
         tiles[first] = packing.joins ? BlockDesc{begin, 0} : BlockDesc{begin, packing.rows, packing.segment_starts};
@@ -186,7 +251,8 @@ __global__ void __launch_bounds__(32 * kEntryWarps)
     // group + w, + kEntryWarps, ..., its lanes the blocks in turn.
     const int32_t group_end = group + kPackGroup < h.num_seqs ? group + kPackGroup : h.num_seqs;
     for (int32_t s = group + warp; s < group_end; s += kEntryWarps) {
-      const int32_t begin = seqs.begin[s], length = seqs.begin[s + 1] - begin, first = seqs.first_block[s];
+      const int32_t begin = seqs.begin[s], length = seqs.begin[s + 1] - begin,
+                    first = range_first + seqs.first_block[s];
       if (is_packable(length, h.block_size)) continue;
       const int32_t nblocks = blocks_in_sequence(length, h.block_size);
       for (int32_t j = lane; j < nblocks; j += 32) {
@@ -204,20 +270,22 @@ __global__ void __launch_bounds__(32 * kEntryWarps)
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                                  void* workspace, size_t capacity, cudaStream_t stream) {
   const SequenceTables seqs = WorkspaceLayout::sequence_tables(workspace, capacity, num_seqs);
-  ScheduleHeader* const header = WorkspaceLayout::header(workspace);
-  if (num_seqs > kWideChunksFrom)
-    sequence_pass_kernel<WideChunks>
-        <<<1, WideChunks::kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size, header, seqs);
+  const SequenceRanges ranges = sequence_ranges(num_seqs);
+  if (ranges.wide)
+    sequence_pass_kernel<WideChunks><<<ranges.count, WideChunks::kThreads, 0, stream>>>(
+        offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
   else
-    sequence_pass_kernel<NarrowChunks>
-        <<<1, NarrowChunks::kThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size, header, seqs);
+    sequence_pass_kernel<NarrowChunks><<<ranges.count, NarrowChunks::kThreads, 0, stream>>>(
+        offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
   // A CTA per group of 32 sequences, at most a few waves of them.
   constexpr int kMaxEntryCtas = 2048;
   const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
   const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
+  const ScheduleHeader header{0, num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
   entry_pass_kernel<<<ctas, 32 * kEntryWarps, 0, stream>>>(
-      header, seqs, WorkspaceLayout::table(workspace), WorkspaceLayout::seq_table(workspace, capacity),
-      WorkspaceLayout::tile_table(workspace, capacity), WorkspaceLayout::tile_seq_table(workspace, capacity));
+      header, ranges, seqs, WorkspaceLayout::header(workspace), WorkspaceLayout::table(workspace),
+      WorkspaceLayout::seq_table(workspace, capacity), WorkspaceLayout::tile_table(workspace, capacity),
+      WorkspaceLayout::tile_seq_table(workspace, capacity));
   return cudaGetLastError();
 }
 

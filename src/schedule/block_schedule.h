@@ -161,12 +161,18 @@ struct Schedule {
   }
 };
 
+// The first pass splits the sequences into at most this many ranges, one
+// CTA each (block_schedule.cu).
+inline constexpr int32_t kMaxSequenceRanges = 128;
+
 // Per-sequence results of the schedule's first pass, which its second pass
-// reads: the sanitized start of every sequence and one past the last, and
-// each sequence's first block (then the block count).
+// reads: the sanitized start of every sequence and one past the last, each
+// sequence's first block counted from its range's first, and each range's
+// block count (a range's first block is the sum of the earlier ranges').
 struct SequenceTables {
-  int32_t* begin;        // [num_seqs + 1]
-  int32_t* first_block;  // [num_seqs + 1]
+  int32_t* begin;         // [num_seqs + 1]
+  int32_t* first_block;   // [num_seqs + 1], within the sequence's range
+  int32_t* range_blocks;  // [kMaxSequenceRanges]
 };
 
 // Workspace layout: the 32-byte header, then two (BlockDesc, BlockSeq) table
@@ -184,7 +190,7 @@ struct WorkspaceLayout {
   }
   static size_t bytes(size_t capacity, int64_t num_seqs) {
     return kHeaderBytes + 2 * (sizeof(BlockDesc) + sizeof(BlockSeq)) * capacity +
-           sizeof(int32_t) * (2 * static_cast<size_t>(num_seqs) + 2);
+           sizeof(int32_t) * (2 * static_cast<size_t>(num_seqs) + 2 + kMaxSequenceRanges);
   }
   // The forward kernels read the blocks; the backward kernels the packed tiles.
   static Schedule schedule(void* workspace, size_t capacity, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
@@ -212,7 +218,7 @@ struct WorkspaceLayout {
   }
   static SequenceTables sequence_tables(void* workspace, size_t capacity, int32_t num_seqs) {
     int32_t* begin = reinterpret_cast<int32_t*>(tile_seq_table(workspace, capacity) + capacity);
-    return {begin, begin + num_seqs + 1};
+    return {begin, begin + num_seqs + 1, begin + 2 * (num_seqs + 1)};
   }
 };
 

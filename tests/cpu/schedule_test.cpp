@@ -117,14 +117,15 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
 }
 
 TEST(Schedule, WorkspaceHoldsTheLargestTable) {
-  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0, 0), schedule::WorkspaceLayout::kHeaderBytes + 2 * sizeof(int32_t));
+  EXPECT_EQ(schedule::WorkspaceLayout::bytes(0, 0),
+            schedule::WorkspaceLayout::kHeaderBytes + (2 + schedule::kMaxSequenceRanges) * sizeof(int32_t));
   // 3 sequences of 1 token: 3 blocks; bound (3 + 63*3)/64 = 3.
   EXPECT_EQ(schedule::max_blocks(3, 3, kDefaultBlockSize), 3);
   // Two tables (blocks, and tiles with short sequences packed), each with its
-  // BlockSeq table, then four per-sequence arrays.
+  // BlockSeq table, then two per-sequence arrays and the ranges' block counts.
   EXPECT_EQ(workspace_size(3, 3), schedule::WorkspaceLayout::kHeaderBytes +
                                       2 * 3 * (sizeof(BlockDesc) + sizeof(schedule::BlockSeq)) +
-                                      (2 * 3 + 2) * sizeof(int32_t));
+                                      (2 * 3 + 2 + schedule::kMaxSequenceRanges) * sizeof(int32_t));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// The device schedule kernel against its host model, across the 1024-sequence
-// chunk boundary and on malformed offsets.
+// The device schedule kernel against its host model, across the first
+// pass's range and chunk boundaries (ranges of 1024 sequences up to 128 of
+// them, of whole 8192-sequence chunks past that) and on malformed offsets,
+// whose running max carries across ranges.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -62,7 +64,7 @@ TEST(ScheduleKernel, MatchesHostModel) {
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
   std::mt19937_64 rng = testing::test_rng();
-  for (int num_seqs : {0, 1, 7, 1023, 1024, 1025, 3000, 4096, 4097, 8191, 8192, 8193, 20000}) {
+  for (int num_seqs : {0, 1, 7, 1023, 1024, 1025, 3000, 4096, 4097, 8191, 8192, 8193, 20000, 131072, 131073, 300001}) {
     std::uniform_int_distribution<int32_t> len(0, 200);
     std::vector<int32_t> offsets{0};
     for (int b = 0; b < num_seqs; ++b)
@@ -71,6 +73,16 @@ TEST(ScheduleKernel, MatchesHostModel) {
     const int32_t block_size = 32 << (num_seqs % 3);  // the schedule takes any block size
     SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs) + " block_size=" + std::to_string(block_size));
     expect_device_matches_host(offsets, total, block_size);
+    // Malformed here and there: a few offsets raised past later ones (whose
+    // running max then carries over sequences, and over range boundaries)
+    // or lowered below earlier ones.
+    std::vector<int32_t> spiked = offsets;
+    std::uniform_int_distribution<int32_t> where(0, num_seqs), shift(1, 300000);
+    for (int i = 0; i < 1 + num_seqs / 500; ++i) {
+      int32_t& o = spiked[where(rng)];
+      o = i % 2 == 0 ? o + shift(rng) : o - shift(rng);
+    }
+    expect_device_matches_host(spiked, total, block_size);
     // Malformed: random values anywhere around [0, T].
     std::uniform_int_distribution<int32_t> any(-500, total + 500);
     for (auto& o : offsets)
