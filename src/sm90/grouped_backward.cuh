@@ -160,7 +160,9 @@ struct GroupedBackwardConfig {
   static constexpr int kScratchBytes = kKvBytes + kProbBytes + kStagingBytes + kBarrierBytes;
   // 8 slots at D = 128 (the Q and dO of four heads), 16 (the most) in the
   // FewBlocks form at D = 64, 12 beside the six pairs of own walks.
-  static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
+  // Own walks publish their claimed pairs in static shared memory.
+  using Budget = TensorRingBudget<kSlotBytes, kScratchBytes, kOwnWalks ? kAlternateUnitsStaticBytes : 0>;
+  static constexpr int kSlots = Budget::kSlots;
   static_assert(kSlots >= 2 * kHeadTensors, "a head's Q and dO and the next head's");
   // Alternate units on the landed walk: every pair serves one consumer
   // (units u, u + kKvPairs, ... have u's parity), and no slot is refilled
@@ -168,7 +170,7 @@ struct GroupedBackwardConfig {
   // says why this bound). run_alternate_units has its own.
   static_assert(kSplit != GroupedSplit::kUnits || kOwnWalks || (kKvPairs % 2 == 0 && kSlots / kHeadTensors > kKvPairs),
                 "alternate units: pairs per consumer, and more units of slots than pairs");
-  static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
+  static constexpr int kSmemBytes = Budget::kSmemBytes;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
   // The query heads of a unit: a group of one in the ManyBlocks form as a
   // constant, its walk's head loops folded away.
@@ -582,7 +584,8 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kForm>::kThreads, 
     }
   };
   if constexpr (Cfg::kOwnWalks)
-    run_alternate_units<Cfg>(sm, num_units, Cfg::unit_heads(p), coords_of, load_kv, load_head, op, finish);
+    run_alternate_units<Cfg>(sm, num_units, Cfg::unit_heads(p), p.attn.schedule.claims, coords_of, load_kv, load_head,
+                             op, finish);
   else
     run_grouped_ring<Cfg>(sm, num_units, p.attn.group_size, coords_of, load_kv, load_head, op, finish);
 }

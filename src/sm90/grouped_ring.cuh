@@ -14,6 +14,9 @@
 // second frame, run_alternate_units: each consumer walks only its own units.
 #pragma once
 
+#include "schedule/cta_walk.h"
+#include "schedule/tile_claims.cuh"
+#include "sm90/frame.cuh"
 #include "sm90/tensor_ring.cuh"
 
 namespace blockattn::sm90 {
@@ -81,18 +84,17 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 
 // The frame whose consumers take alternate units, each whole
 // (GroupedBackwardConfig::kOwnWalks: a group of one on many blocks, and
-// grouped heads at D = 64). The CTA walks unit pairs q =
-// blockIdx.x, blockIdx.x + gridDim.x, ...; pair q is table entries 2q and
+// grouped heads at D = 64). The CTA walks unit pairs: its first
+// kKvPairs / 2 statically (blockIdx.x, blockIdx.x + gridDim.x, ...), then
+// chunks of that many claimed at run time (schedule::ChunkClaimingWalk, the
+// walk tests/cpu/cta_walk_test.cpp checks); pair q is table entries 2q and
 // 2q + 1 (with an even head count, heads 2j and 2j + 1 of one block), and
-// its k-th pair's entry 2q + c is unit i = 2k + c of the CTA, consumer c's:
-// entry schedule::cta_tile(2, blockIdx.x, gridDim.x, i), the walk that
-// tests/cpu/cta_walk_test.cpp checks (kept in this incremental form, whose
-// machine code was timed; written through cta_tile it compiles differently).
-// The producer issues both units' K and V, then both dO, then both Q, back
+// the CTA's k-th pair's entry 2q + c is its unit i = 2k + c, consumer c's,
+// which the producer publishes to it (the pairs ring below). The producer issues both units' K and V, then both dO, then both Q, back
 // to back, so that a head's 128-byte row pieces and its neighbour's are read
 // (and, by the two consumers, written) together, as D = 128's two column
 // chunks are: 92% of copy where one head at a time read 89 (perf.md, "Heads
-// in pairs"). Each consumer reads only its own entries, one pair ahead.
+// in pairs"). Each consumer reads only its own entries.
 //
 // With a group of one, unit i's dO and Q are tensors 2i and 2i + 1 of the
 // ring's stream; its K and V are pair i % kKvPairs. An empty entry (an empty
@@ -116,9 +118,14 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 // is the stream's kHeadTensors (2 (k G + g) + c) + n, so consumer c's heads
 // are 2 kHeadTensors apart (op's `first` is its first head's), and a slot's
 // previous user is still the same consumer's (the same static_assert).
+// Static shared memory run_alternate_units takes for its published pairs,
+// which its configs leave beside their ring (TensorRingBudget).
+inline constexpr int kAlternateUnitsStaticBytes = 1024;
+
 template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp,
           typename Finish>
-__device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_units, int group_size, CoordsOf&& coords_of,
+__device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_units, int group_size,
+                                                    schedule::TileClaims* claims, CoordsOf&& coords_of,
                                                     LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op,
                                                     Finish&& finish) {
   static_assert(Cfg::kConsumers == 2 && Cfg::kSlots % (2 * kHeadTensors) == 0 && Cfg::kKvPairs % 2 == 0,
@@ -143,10 +150,51 @@ __device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_unit
       issue();
     }
   };
+  // The unit pairs past each CTA's first kKvPairs / 2 are claimed at run
+  // time, a chunk of that many at a time (schedule::ChunkClaimingWalk), so
+  // that SMs that finish early take more (H200 headline-d64 backward 90.4 ->
+  // 96.7% of copy, docs/perf.md "Session 39"). The producer publishes each
+  // pair it takes (its two entries, or an end mark) in a ring of kEntries
+  // entries with a barrier each; each consumer reads the next entry after
+  // its unit op. Entry k's next write, at pair k + kEntries, comes after the
+  // producer's waits (in pair k + kEntries - 1) on the releases of the K and
+  // V of pair k + kEntries - 1 - kKvPairs / 2 >= k, by both consumers, each
+  // of which read entry k before its unit op k (lane 0 reads, and lane 0 is
+  // its warp's releaser): so no entry is overwritten before both have read it.
+  using Coords = decltype(entry(0));
+  constexpr int kEntries = Cfg::kKvPairs;
+  constexpr int kChunk = Cfg::kKvPairs / 2;
+  struct PublishedPairs {
+    Barrier posted[kEntries];
+    int pair[kEntries];
+    alignas(16) unsigned char units[kEntries][2][sizeof(Coords)];
+  };
+  static_assert(kEntries >= Cfg::kKvPairs / 2 + 1, "an entry read before the releases that let it be rewritten");
+  static_assert(sizeof(PublishedPairs) <= kAlternateUnitsStaticBytes,
+                "the published pairs do not fit their room beside the ring (the config's TensorRingBudget)");
+  __shared__ PublishedPairs published;
+  if (threadIdx.x == 0) {
+    for (int e = 0; e < kEntries; ++e)
+      published.posted[e].init(1);
+    fence_barrier_init();
+  }
+  __syncthreads();
   split_roles<Cfg>(
       [&]() BLOCKATTN_INLINE {
-        for (int q = blockIdx.x, k = 0; q < num_pairs; q += gridDim.x, ++k) {
-          const decltype(entry(0)) units[2] = {entry(2 * q), entry(2 * q + 1)};
+        auto claim = [&] { return schedule::claim_tile(claims, 0); };
+        schedule::ChunkClaimingWalk<1, kChunk> walk(blockIdx.x, gridDim.x, claim);
+        for (int k = 0;; ++k) {
+          const int q = walk.next(num_pairs, claim);
+          const int e = k % kEntries;
+          published.pair[e] = q;
+          if (q >= num_pairs) {
+            published.posted[e].arrive();
+            break;
+          }
+          const Coords units[2] = {entry(2 * q), entry(2 * q + 1)};
+          memcpy(published.units[e][0], &units[0], sizeof(Coords));
+          memcpy(published.units[e][1], &units[1], sizeof(Coords));
+          published.posted[e].arrive();
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const auto& coords = units[c];
@@ -169,15 +217,33 @@ __device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_unit
                 });
               }
         }
+        schedule::count_out(claims);  // the producer is the CTA's only claimer
       },
       [&](int consumer) BLOCKATTN_INLINE {
-        if (blockIdx.x < num_pairs) {
-          auto next = entry(2 * blockIdx.x + consumer);
-          for (int q = blockIdx.x, k = 0; q < num_pairs; q += gridDim.x, ++k) {
-            const auto coords = next;
-            if (q + gridDim.x < num_pairs) next = entry(2 * (q + gridDim.x) + consumer);
-            op(coords, 2 * k + consumer, kHeadTensors * (2 * k * group_size + consumer), consumer);
+        // Entry k as consumer `consumer` reads it: lane 0 waits, reads and
+        // hands it to its warp. pair >= num_pairs: the end mark.
+        auto read = [&](int k, int& pair) BLOCKATTN_INLINE {
+          const int e = k % kEntries;
+          const bool reader = threadIdx.x % 32 == 0;
+          Coords unit{};
+          pair = 0;
+          if (reader) {
+            published.posted[e].wait((k / kEntries) & 1);
+            pair = published.pair[e];
+            if (pair < num_pairs) memcpy(&unit, published.units[e][consumer], sizeof(Coords));
           }
+          pair = __shfl_sync(~0u, pair, 0);
+          return lane0_copy(unit);
+        };
+        // Read after the unit op, not ahead of it: with grouped heads a
+        // pair's tensors outnumber the slots, so the producer's loads of
+        // pair k (and its publishing of pair k + 1 after them) wait on
+        // releases inside op k.
+        int pair = 0;
+        auto coords = read(0, pair);
+        for (int k = 0; pair < num_pairs; ++k) {
+          op(coords, 2 * k + consumer, kHeadTensors * (2 * k * group_size + consumer), consumer);
+          coords = read(k + 1, pair);
         }
         finish();
       });

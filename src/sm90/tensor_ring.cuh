@@ -26,11 +26,12 @@ namespace blockattn::sm90 {
 
 // How many one-tensor slots fit beside a kernel's scratch in the 227 KB of
 // shared memory a CTA may have (1 KB of alignment slack, the ring's two
-// barriers a slot in kBarrierRoom, which caps the ring at 16 slots), and the
-// CTA's shared-memory size.
-template <int kSlotBytes, int kScratchBytes>
+// barriers a slot in kBarrierRoom, which caps the ring at 16 slots, and
+// kStaticBytes of the frame's static shared memory: run_alternate_units'
+// published pairs), and the CTA's dynamic shared-memory size.
+template <int kSlotBytes, int kScratchBytes, int kStaticBytes = 0>
 struct TensorRingBudget {
-  static constexpr int kSmemLimit = 227 * 1024, kBarrierRoom = 256;
+  static constexpr int kSmemLimit = 227 * 1024 - kStaticBytes, kBarrierRoom = 256;
   static constexpr int kFit = (kSmemLimit - 1024 - kScratchBytes - kBarrierRoom) / kSlotBytes;
   static constexpr int kMaxSlots = kBarrierRoom / (2 * static_cast<int>(sizeof(Barrier)));
   static constexpr int kSlots = kFit < kMaxSlots ? kFit : kMaxSlots;
