@@ -90,11 +90,12 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 // walk tests/cpu/cta_walk_test.cpp checks); pair q is table entries 2q and
 // 2q + 1 (with an even head count, heads 2j and 2j + 1 of one block), and
 // the CTA's k-th pair's entry 2q + c is its unit i = 2k + c, consumer c's,
-// which the producer publishes to it (the pairs ring below). The producer issues both units' K and V, then both dO, then both Q, back
-// to back, so that a head's 128-byte row pieces and its neighbour's are read
-// (and, by the two consumers, written) together, as D = 128's two column
-// chunks are: 92% of copy where one head at a time read 89 (perf.md, "Heads
-// in pairs"). Each consumer reads only its own entries.
+// which the producer publishes to it (the pairs ring below). The producer
+// issues both units' K and V, then both dO, then both Q, back to back, so
+// that a head's 128-byte row pieces and its neighbour's are read (and, by
+// the two consumers, written) together, as D = 128's two column chunks are:
+// 92% of copy where one head at a time read 89 (perf.md, "Heads in pairs").
+// Each consumer reads only its own entries.
 //
 // With a group of one, unit i's dO and Q are tensors 2i and 2i + 1 of the
 // ring's stream; its K and V are pair i % kKvPairs. An empty entry (an empty
