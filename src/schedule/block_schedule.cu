@@ -28,35 +28,18 @@
 namespace blockattn::schedule {
 namespace {
 
-// Pass 1's shapes: a CTA walks its range a chunk of kThreads * kItems at a
-// time, and a chunk's trip has a fixed cost (loads, two scans, stores,
-// barriers: 1.3 us for the narrow chunk, 6 us for the wide one). Ranges are
-// one narrow chunk up to kMaxSequenceRanges of them, whole wide chunks past
-// that (SequenceRanges).
+// Pass 1's shapes: a CTA walks its range (sequence_ranges()) a chunk of
+// kThreads * kItems at a time, and a chunk's trip has a fixed cost (loads,
+// two scans, stores, barriers: 1.3 us for the narrow chunk, 6 us for the
+// wide one).
 template <int kThreadsOf, int kItemsOf>
 struct PassOneShape {
   static constexpr int kThreads = kThreadsOf, kItems = kItemsOf, kChunk = kThreads * kItems;
 };
 using NarrowChunks = PassOneShape<1024, 1>;
 using WideChunks = PassOneShape<512, 16>;
-
-// How pass 1 splits the sequences: `count` ranges of `length` sequences (the
-// last one shorter), a multiple of kPackGroup so that no packing group of
-// pass 2 spans two ranges.
-struct SequenceRanges {
-  int32_t count, length;
-  bool wide;  // walked in WideChunks
-};
-SequenceRanges sequence_ranges(int32_t num_seqs) {
-  const int64_t narrow_ranges = (int64_t{num_seqs} + NarrowChunks::kChunk - 1) / NarrowChunks::kChunk;
-  if (narrow_ranges <= kMaxSequenceRanges)
-    return {static_cast<int32_t>(narrow_ranges < 1 ? 1 : narrow_ranges), NarrowChunks::kChunk, false};
-  const int64_t per_range = (int64_t{num_seqs} + kMaxSequenceRanges - 1) / kMaxSequenceRanges;
-  const int64_t length = (per_range + WideChunks::kChunk - 1) / WideChunks::kChunk * WideChunks::kChunk;
-  return {static_cast<int32_t>((num_seqs + length - 1) / length), static_cast<int32_t>(length), true};
-}
-static_assert(NarrowChunks::kChunk % kPackGroup == 0 && WideChunks::kChunk % kPackGroup == 0,
-              "ranges of whole packing groups");
+static_assert(NarrowChunks::kChunk == kNarrowChunkSeqs && WideChunks::kChunk == kWideChunkSeqs,
+              "the ranges' chunks are the shapes'");
 
 constexpr int kEntryWarps = 8;  // pass 2
 static_assert(kPackGroup == 32, "one warp per packing group");

@@ -162,8 +162,28 @@ struct Schedule {
 };
 
 // The first pass splits the sequences into at most this many ranges, one
-// CTA each (block_schedule.cu).
+// CTA each (block_schedule.cu), each walked in chunks of sequences: one
+// narrow chunk a range up to kMaxSequenceRanges of them, whole wide chunks
+// a range past that.
 inline constexpr int32_t kMaxSequenceRanges = 128;
+inline constexpr int32_t kNarrowChunkSeqs = 1024, kWideChunkSeqs = 8192;
+
+// How the first pass splits the sequences: `count` ranges of `length`
+// sequences (the last one shorter, none empty but where there are no
+// sequences at all), a multiple of kPackGroup so that no packing group of
+// the second pass spans two ranges (checked by tests/cpu/schedule_test.cpp).
+struct SequenceRanges {
+  int32_t count, length;
+  bool wide;  // walked in wide chunks
+};
+inline SequenceRanges sequence_ranges(int32_t num_seqs) {
+  const int64_t narrow_ranges = (int64_t{num_seqs} + kNarrowChunkSeqs - 1) / kNarrowChunkSeqs;
+  if (narrow_ranges <= kMaxSequenceRanges)
+    return {static_cast<int32_t>(narrow_ranges < 1 ? 1 : narrow_ranges), kNarrowChunkSeqs, false};
+  const int64_t per_range = (int64_t{num_seqs} + kMaxSequenceRanges - 1) / kMaxSequenceRanges;
+  const int64_t length = (per_range + kWideChunkSeqs - 1) / kWideChunkSeqs * kWideChunkSeqs;
+  return {static_cast<int32_t>((num_seqs + length - 1) / length), static_cast<int32_t>(length), true};
+}
 
 // Per-sequence results of the schedule's first pass, which its second pass
 // reads: the sanitized start of every sequence and one past the last, each

@@ -116,6 +116,29 @@ TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
   }
 }
 
+// The first pass's ranges (one CTA each) cover the batch, none of them
+// empty, in whole packing groups and whole chunks, at most
+// kMaxSequenceRanges of them, for any batch size.
+TEST(Schedule, SequenceRangesCoverTheBatch) {
+  std::mt19937_64 rng = testing::test_rng();
+  std::vector<int32_t> sizes = {0,      1,      31,     32,     1023,   1024,    1025,    20000,
+                                131071, 131072, 131073, 131074, 300001, 1 << 20, 1 << 24, 2147483647};
+  std::uniform_int_distribution<int32_t> any(0, 1 << 26);
+  for (int i = 0; i < 200; ++i)
+    sizes.push_back(any(rng));
+  for (int32_t n : sizes) {
+    SCOPED_TRACE("num_seqs=" + std::to_string(n));
+    const schedule::SequenceRanges r = schedule::sequence_ranges(n);
+    ASSERT_GE(r.count, 1);
+    ASSERT_LE(r.count, schedule::kMaxSequenceRanges);
+    ASSERT_EQ(r.length % schedule::kPackGroup, 0);
+    ASSERT_EQ(r.length % (r.wide ? schedule::kWideChunkSeqs : schedule::kNarrowChunkSeqs), 0);
+    ASSERT_EQ(r.wide, int64_t{n} > int64_t{schedule::kMaxSequenceRanges} * schedule::kNarrowChunkSeqs);
+    ASSERT_GE(int64_t{r.count} * r.length, n);                          // every sequence in a range
+    if (n > 0) ASSERT_LT(int64_t{r.count - 1} * r.length, int64_t{n});  // the last range not empty
+  }
+}
+
 TEST(Schedule, WorkspaceHoldsTheLargestTable) {
   EXPECT_EQ(schedule::WorkspaceLayout::bytes(0, 0),
             schedule::WorkspaceLayout::kHeaderBytes + (2 + schedule::kMaxSequenceRanges) * sizeof(int32_t));
