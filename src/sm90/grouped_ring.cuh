@@ -82,6 +82,10 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
       });
 }
 
+// Static shared memory run_alternate_units takes for its published pairs,
+// which its configs leave beside their ring (TensorRingBudget).
+inline constexpr int kAlternateUnitsStaticBytes = 1024;
+
 // The frame whose consumers take alternate units, each whole
 // (GroupedBackwardConfig::kOwnWalks: a group of one on many blocks, and
 // grouped heads at D = 64). The CTA walks unit pairs: its first
@@ -119,10 +123,6 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
 // is the stream's kHeadTensors (2 (k G + g) + c) + n, so consumer c's heads
 // are 2 kHeadTensors apart (op's `first` is its first head's), and a slot's
 // previous user is still the same consumer's (the same static_assert).
-// Static shared memory run_alternate_units takes for its published pairs,
-// which its configs leave beside their ring (TensorRingBudget).
-inline constexpr int kAlternateUnitsStaticBytes = 1024;
-
 template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp,
           typename Finish>
 __device__ __forceinline__ void run_alternate_units(const Smem& sm, int num_units, int group_size,
