@@ -209,17 +209,16 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
 // they share twice, so that each consumer of the slot owns its tiles (it
 // zeroes V's rows past the block in place). Three copies for two tiles
 // where there were six. An odd head count's last slot has one head, loaded
-// alone (slot_has_one_head).
-__device__ __forceinline__ bool slot_has_one_head(const Params& p, const tile::TileCoords& t) {
-  return t.q_head + 1 == p.attn.num_q_heads;
-}
+// alone. Announces the bytes it loads on `full`.
 template <typename T, int D, int B, int C, bool P, int H>
 __device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSmem<T, D, B, C, P, H>& sm,
                                                 const tile::TileCoords& t, int stage, Barrier& full) {
   using Cfg = ForwardConfig<T, D, B, C, P, H>;
   using Layout = typename Cfg::Layout;
   const int32_t row = t.block.row_begin;
-  if (slot_has_one_head(p, t)) {
+  const bool one_head = t.q_head + 1 == p.attn.num_q_heads;
+  full.arrive_expect_tx(one_head ? Cfg::kStageBytes / 2 : Cfg::kStageBytes);  // rows past T count too
+  if (one_head) {
     const TmaTile tiles[3] = {
         {&p.q_map, t.q_head, sm.q(stage)}, {&p.k_map, t.kv_head, sm.k(stage)}, {&p.v_map, t.kv_head, sm.v(stage)}};
     load_block_tiles<Layout, 1>(tiles, row, full);
@@ -264,8 +263,6 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
           full.arrive_expect_tx(Cfg::kStageBytes);  // rows past T are zero-filled but still counted
           load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
         } else {
-          const bool one_head = slot_has_one_head(p, t);
-          full.arrive_expect_tx(one_head ? Cfg::kStageBytes / 2 : Cfg::kStageBytes);
           load_head_pairs(p, sm, t, stage, full);
         }
       },
