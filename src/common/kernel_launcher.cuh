@@ -8,14 +8,32 @@
 #include "common/dense_kernel_entry.h"
 #include "common/kernel_entry.h"
 #include "core/device_info.h"
+#include "schedule/programmatic_launch.cuh"
 
 namespace blockattn {
 
-template <typename Params, void (*Kernel)(Params), int kThreads, int kSmemBytes, bool kOutputsByTma = false>
+// A config's kStoresByTma where it has one; a kernel without it stores its
+// outputs itself.
+template <typename Config, typename = void>
+constexpr bool kConfigStoresByTma = false;
+template <typename Config>
+constexpr bool kConfigStoresByTma<Config, std::void_t<decltype(Config::kStoresByTma)>> = Config::kStoresByTma;
+
+// A config's kWaitsForPriorGrids where it has one: its kernel calls
+// wait_for_prior_grids() before touching global memory, so it may be
+// launched overlapping the kernel before it (schedule/programmatic_launch.cuh).
+template <typename Config, typename = void>
+constexpr bool kConfigWaitsForPriorGrids = false;
+template <typename Config>
+constexpr bool kConfigWaitsForPriorGrids<Config, std::void_t<decltype(Config::kWaitsForPriorGrids)>> =
+    Config::kWaitsForPriorGrids;
+
+template <typename Params, void (*Kernel)(Params), typename Config>
 struct KernelLauncher {
+  static constexpr int kThreads = Config::kThreads, kSmemBytes = Config::kSmemBytes;
   // Whether the kernel stores its outputs through TMA, from maps the host
-  // encodes (its config's kStoresByTma).
-  static constexpr bool kStoresByTma = kOutputsByTma;
+  // encodes.
+  static constexpr bool kStoresByTma = kConfigStoresByTma<Config>;
 
   // Resident CTAs per SM on the current device; 0 if the runtime failed.
   static int ctas_per_sm() {
@@ -29,8 +47,12 @@ struct KernelLauncher {
     });
   }
   static cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream) {
-    Kernel<<<num_ctas, kThreads, kSmemBytes, stream>>>(p);
-    return cudaGetLastError();
+    if constexpr (kConfigWaitsForPriorGrids<Config>) {
+      return launch_after_prior_grids(Kernel, num_ctas, kThreads, kSmemBytes, stream, p);
+    } else {
+      Kernel<<<num_ctas, kThreads, kSmemBytes, stream>>>(p);
+      return cudaGetLastError();
+    }
   }
 };
 
@@ -65,16 +87,8 @@ constexpr bool kHasGroupedVariant = false;  // the row's kernel serves grouped h
 template <typename Of>
 constexpr bool kHasGroupedVariant<Of, std::void_t<typename Of::Grouped>> = true;
 
-// A config's kStoresByTma where it has one; a kernel without it stores its
-// outputs itself.
-template <typename Config, typename = void>
-constexpr bool kConfigStoresByTma = false;
-template <typename Config>
-constexpr bool kConfigStoresByTma<Config, std::void_t<decltype(Config::kStoresByTma)>> = Config::kStoresByTma;
-
 template <typename Params, typename Of>
-using LauncherFor = KernelLauncher<Params, Of::kernel, Of::Config::kThreads, Of::Config::kSmemBytes,
-                                   kConfigStoresByTma<typename Of::Config>>;
+using LauncherFor = KernelLauncher<Params, Of::kernel, typename Of::Config>;
 
 // fn(LauncherFor<the variant's kernel>{}): Grouped where the problem's heads
 // are grouped and the row has it, else the variant of the batch's kind where
@@ -114,8 +128,7 @@ struct DenseKernelOf;
 
 template <typename Params, typename T, int D, bool kCausal>
 using DenseLauncherOf = KernelLauncher<Params, DenseKernelOf<Params, T, D, kCausal>::kernel,
-                                       DenseKernelOf<Params, T, D, kCausal>::Config::kThreads,
-                                       DenseKernelOf<Params, T, D, kCausal>::Config::kSmemBytes>;
+                                       typename DenseKernelOf<Params, T, D, kCausal>::Config>;
 
 template <typename Params, typename T, int D, bool kCausal>
 cudaError_t launch_dense_kernel(const Params& p, int num_ctas, cudaStream_t stream) {

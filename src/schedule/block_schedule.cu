@@ -1,4 +1,7 @@
-// Builds the schedule on the device in two kernels, so the host never waits:
+// Builds the schedule on the device, so the host never waits. A batch of up
+// to kOnePassSeqs sequences takes one kernel (one_pass_kernel: every CTA
+// scans the whole batch's offsets in shared memory, then writes its groups'
+// entries as pass 2 below does); a larger one two:
 //
 //   1. per sequence, in order within each of up to kMaxSequenceRanges ranges
 //      of consecutive sequences (a CTA a range, walking it a chunk at a time,
@@ -24,6 +27,8 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/block/block_store.cuh>
+
+#include "schedule/programmatic_launch.cuh"
 
 namespace blockattn::schedule {
 namespace {
@@ -191,19 +196,65 @@ __device__ int32_t blocks_before_range(const SequenceTables& seqs, int32_t range
   return __reduce_add_sync(~0u, sum);
 }
 
+// Where the entries go: both tables, each with its BlockSeq table.
+struct EntryTables {
+  BlockDesc* blocks;
+  BlockSeq* block_seqs;
+  BlockDesc* tiles;
+  BlockSeq* tile_seqs;
+};
+
+// The entries of both tables for one group of kPackGroup sequences, by a
+// CTA's kWarps warps: warp 0 packs the group's short sequences (lane =
+// sequence) and writes their entries; every other sequence's blocks go to
+// the warps in turn (lanes take the blocks in turn), so a long sequence is
+// spread over 32 lanes and a batch of few sequences still over many warps. A
+// warp per sequence (1024 threads a group) cost 10.7 us at 20 000 short
+// sequences, where all but warp 0 have nothing to write. begin_of(s) and
+// first_block_of(s) read the SequenceTables, wherever they are.
+template <int kWarps, typename BeginOf, typename FirstBlockOf>
+__device__ void write_group_entries(int32_t group, int32_t num_seqs, int32_t block_size, BeginOf&& begin_of,
+                                    FirstBlockOf&& first_block_of, const EntryTables& out) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (warp == 0) {  // lane = sequence group + lane
+    const int32_t s = group + lane;
+    const bool real = s < num_seqs;
+    const int32_t begin = real ? begin_of(s) : 0, length = real ? begin_of(s + 1) - begin : 0;
+    const bool is_short = is_packable(length, block_size);
+    const GroupPacking packing = pack_group(is_short, length, block_size, lane);
+    if (is_short) {  // its one block, and its tiles entry: a packed tile, or empty
+      const int32_t first = first_block_of(s);
+      out.blocks[first] = {begin, length};
+      out.block_seqs[first] = {s, 0};
+      out.tiles[first] = packing.joins ? BlockDesc{begin, 0} : BlockDesc{begin, packing.rows, packing.segment_starts};
+      out.tile_seqs[first] = {s, 0};
+    }
+  }
+  // Any other sequence's blocks, the same in both tables: block_size rows
+  // from its first token, the last one partial. Warp w takes sequences
+  // group + w, + kWarps, ..., its lanes the blocks in turn.
+  const int32_t group_end = group + kPackGroup < num_seqs ? group + kPackGroup : num_seqs;
+  for (int32_t s = group + warp; s < group_end; s += kWarps) {
+    const int32_t begin = begin_of(s), length = begin_of(s + 1) - begin, first = first_block_of(s);
+    if (is_packable(length, block_size)) continue;
+    const int32_t nblocks = blocks_in_sequence(length, block_size);
+    for (int32_t j = lane; j < nblocks; j += 32) {
+      const int32_t first_pos = j * block_size, rows_left = length - first_pos;
+      const BlockDesc block{begin + first_pos, rows_left < block_size ? rows_left : block_size};
+      out.blocks[first + j] = out.tiles[first + j] = block;
+      out.block_seqs[first + j] = out.tile_seqs[first + j] = {s, first_pos};
+    }
+  }
+}
+
 // Pass 2: both tables' entries, a CTA of kEntryWarps warps per group of 32
-// sequences: warp 0 packs the group's short sequences (lane = sequence) and
-// writes their entries; every other sequence's blocks go to the warps in
-// turn (lanes take the blocks in turn), so a long sequence is spread over 32
-// lanes and a batch of few sequences still over many warps. A warp per
-// sequence (1024 threads a group) cost 10.7 us at 20 000 short sequences,
-// where all but warp 0 have nothing to write. CTA 0's warp 0 also writes
-// the header (pass 1's ranges know only their own block counts).
+// sequences (write_group_entries), each sequence's first block its range's
+// first plus its own within the range. CTA 0's warp 0 also writes the
+// header (pass 1's ranges know only their own block counts).
 __global__ void __launch_bounds__(32 * kEntryWarps)
     entry_pass_kernel(ScheduleHeader h, SequenceRanges ranges, const SequenceTables seqs,
-                      ScheduleHeader* __restrict__ header, BlockDesc* __restrict__ blocks,
-                      BlockSeq* __restrict__ block_seqs, BlockDesc* __restrict__ tiles,
-                      BlockSeq* __restrict__ tile_seqs) {
+                      ScheduleHeader* __restrict__ header, const EntryTables out) {
+  let_next_grid_launch();  // the attention kernel's CTAs may take their SMs and wait for this kernel
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (blockIdx.x == 0 && warp == 0) {  // the header, with the block count and zeroed claims
     h.block_count = blocks_before_range(seqs, ranges.count, lane);
@@ -215,43 +266,93 @@ __global__ void __launch_bounds__(32 * kEntryWarps)
   for (int32_t group = blockIdx.x * kPackGroup; group < h.num_seqs; group += gridDim.x * kPackGroup) {
     // Every warp: where the group's range starts in the tables.
     const int32_t range_first = blocks_before_range(seqs, group / ranges.length, lane);
-    if (warp == 0) {  // lane = sequence group + lane
-      const int32_t s = group + lane;
-      const bool real = s < h.num_seqs;
-      const int32_t begin = real ? seqs.begin[s] : 0, length = real ? seqs.begin[s + 1] - begin : 0;
-      const bool is_short = is_packable(length, h.block_size);
-      const GroupPacking packing = pack_group(is_short, length, h.block_size, lane);
-      if (is_short) {  // its one block, and its tiles entry: a packed tile, or empty
-        const int32_t first = range_first + seqs.first_block[s];
-        blocks[first] = {begin, length};
-        block_seqs[first] = {s, 0};
-        tiles[first] = packing.joins ? BlockDesc{begin, 0} : BlockDesc{begin, packing.rows, packing.segment_starts};
-        tile_seqs[first] = {s, 0};
-      }
-    }
-    // Any other sequence's blocks, the same in both tables: block_size rows
-    // from its first token, the last one partial. Warp w takes sequences
-    // group + w, + kEntryWarps, ..., its lanes the blocks in turn.
-    const int32_t group_end = group + kPackGroup < h.num_seqs ? group + kPackGroup : h.num_seqs;
-    for (int32_t s = group + warp; s < group_end; s += kEntryWarps) {
-      const int32_t begin = seqs.begin[s], length = seqs.begin[s + 1] - begin,
-                    first = range_first + seqs.first_block[s];
-      if (is_packable(length, h.block_size)) continue;
-      const int32_t nblocks = blocks_in_sequence(length, h.block_size);
-      for (int32_t j = lane; j < nblocks; j += 32) {
-        const int32_t first_pos = j * h.block_size, rows_left = length - first_pos;
-        const BlockDesc block{begin + first_pos, rows_left < h.block_size ? rows_left : h.block_size};
-        blocks[first + j] = tiles[first + j] = block;
-        block_seqs[first + j] = tile_seqs[first + j] = {s, first_pos};
-      }
+    write_group_entries<kEntryWarps>(
+        group, h.num_seqs, h.block_size, [&](int32_t s) { return seqs.begin[s]; },
+        [&](int32_t s) { return range_first + seqs.first_block[s]; }, out);
+  }
+}
+
+// Both passes in one kernel, for batches of up to kOnePassSeqs sequences:
+// every CTA scans the whole batch's offsets itself (at most 16 KB, from L2)
+// into SequenceTables of its own in shared memory, then writes its groups'
+// entries as pass 2 does; CTA 0 writes the header. It saves the second
+// kernel's launch and the SequenceTables' round trip through global memory:
+// at the headline batches (1152 sequences) 7.3 us of kernel time where the
+// two passes took 3.6 + 5.3, and one launch less for the host (H100,
+// torch.profiler; docs/perf.md, "Session 40").
+constexpr int kOnePassThreads = 1024, kOnePassItems = 4;
+static_assert(kOnePassSeqs == kOnePassThreads * kOnePassItems, "a thread's items cover the batch");
+
+__global__ void __launch_bounds__(kOnePassThreads)
+    one_pass_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
+                    ScheduleHeader* __restrict__ header, const EntryTables out) {
+  let_next_grid_launch();  // as in entry_pass_kernel
+  using Load = cub::BlockLoad<int32_t, kOnePassThreads, kOnePassItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
+  using Scan = cub::BlockScan<int32_t, kOnePassThreads>;
+  // The load's transpose buffer is done with before the tables are written
+  // (a barrier between): they share its room (48 KB of static shared memory
+  // would not hold both).
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ union {
+    typename Load::TempStorage load;
+    struct {
+      int32_t begin[kOnePassSeqs + 1], first_block[kOnePassSeqs + 1];
+    } seqs;
+  } storage;
+
+  const int tid = threadIdx.x;
+  const int32_t first_offset = num_seqs > 0 ? clamp_offset(offsets[0], total_tokens) : 0;
+  int32_t end[kOnePassItems], begin[kOnePassItems], nblocks[kOnePassItems];  // of sequences tid * kItems + k
+  Load(storage.load).Load(offsets + 1, end, num_seqs, 0);
+  __syncthreads();  // the transpose buffer is the tables' next
+#pragma unroll
+  for (int k = 0; k < kOnePassItems; ++k)
+    end[k] = clamp_offset(end[k], total_tokens);
+  Scan(scan_storage).ExclusiveScan(end, begin, first_offset, MaxOp());  // pass 1's M_b
+#pragma unroll
+  for (int k = 0; k < kOnePassItems; ++k) {
+    end[k] = end[k] > begin[k] ? end[k] : begin[k];
+    nblocks[k] = tid * kOnePassItems + k < num_seqs ? blocks_in_sequence(end[k] - begin[k], block_size) : 0;
+  }
+  __syncthreads();  // scan_storage is the next scan's
+  int32_t block_count = 0;
+  Scan(scan_storage).ExclusiveSum(nblocks, nblocks, block_count);
+#pragma unroll
+  for (int k = 0; k < kOnePassItems; ++k) {
+    const int32_t s = tid * kOnePassItems + k;
+    if (s < num_seqs) {
+      storage.seqs.begin[s + 1] = end[k];
+      storage.seqs.first_block[s] = nblocks[k];
     }
   }
+  if (tid == 0) {
+    storage.seqs.begin[0] = first_offset;
+    if (blockIdx.x == 0) *header = {block_count, num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
+  }
+  __syncthreads();  // the tables are whole
+  constexpr int kWarps = kOnePassThreads / 32;
+  for (int32_t group = blockIdx.x * kPackGroup; group < num_seqs; group += gridDim.x * kPackGroup)
+    write_group_entries<kWarps>(
+        group, num_seqs, block_size, [&](int32_t s) { return storage.seqs.begin[s]; },
+        [&](int32_t s) { return storage.seqs.first_block[s]; }, out);
 }
 
 }  // namespace
 
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                                  void* workspace, size_t capacity, cudaStream_t stream) {
+  const EntryTables out{WorkspaceLayout::table(workspace), WorkspaceLayout::seq_table(workspace, capacity),
+                        WorkspaceLayout::tile_table(workspace, capacity),
+                        WorkspaceLayout::tile_seq_table(workspace, capacity)};
+  // A CTA per group of 32 sequences, at most a few waves of them.
+  constexpr int kMaxEntryCtas = 2048;
+  const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
+  const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
+  if (num_seqs <= kOnePassSeqs) {
+    one_pass_kernel<<<ctas, kOnePassThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size,
+                                                          WorkspaceLayout::header(workspace), out);
+    return cudaGetLastError();
+  }
   const SequenceTables seqs = WorkspaceLayout::sequence_tables(workspace, capacity, num_seqs);
   const SequenceRanges ranges = sequence_ranges(num_seqs);
   if (ranges.wide)
@@ -260,16 +361,17 @@ cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32
   else
     sequence_pass_kernel<NarrowChunks><<<ranges.count, NarrowChunks::kThreads, 0, stream>>>(
         offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
-  // A CTA per group of 32 sequences, at most a few waves of them.
-  constexpr int kMaxEntryCtas = 2048;
-  const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
-  const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
   const ScheduleHeader header{0, num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
-  entry_pass_kernel<<<ctas, 32 * kEntryWarps, 0, stream>>>(
-      header, ranges, seqs, WorkspaceLayout::header(workspace), WorkspaceLayout::table(workspace),
-      WorkspaceLayout::seq_table(workspace, capacity), WorkspaceLayout::tile_table(workspace, capacity),
-      WorkspaceLayout::tile_seq_table(workspace, capacity));
+  entry_pass_kernel<<<ctas, 32 * kEntryWarps, 0, stream>>>(header, ranges, seqs, WorkspaceLayout::header(workspace),
+                                                           out);
   return cudaGetLastError();
+}
+
+bool schedule_lets_next_kernel_start_early() {
+  cudaFuncAttributes one_pass{}, entry_pass{};
+  return cudaFuncGetAttributes(&one_pass, one_pass_kernel) == cudaSuccess &&
+         cudaFuncGetAttributes(&entry_pass, entry_pass_kernel) == cudaSuccess && one_pass.ptxVersion >= 90 &&
+         entry_pass.ptxVersion >= 90;
 }
 
 }  // namespace blockattn::schedule

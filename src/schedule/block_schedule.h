@@ -242,10 +242,22 @@ struct WorkspaceLayout {
   }
 };
 
-// Enqueues the two kernels that write the header, the per-sequence tables
-// and the four entry tables into `workspace`, laid out for `capacity` blocks
-// (WorkspaceLayout).
+// Batches of up to this many sequences get their schedule from one kernel
+// (every CTA scans all their offsets in shared memory); larger ones from the
+// two passes above.
+inline constexpr int32_t kOnePassSeqs = 4096;
+
+// Enqueues the kernel or kernels that write the header, the four entry
+// tables and, for batches over kOnePassSeqs, the per-sequence tables into
+// `workspace`, laid out for `capacity` blocks (WorkspaceLayout).
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                                  void* workspace, size_t capacity, cudaStream_t stream);
+
+// Whether, on the current device, the schedule's last kernel lets the
+// attention kernel behind it start its CTAs before it completes
+// (programmatic_launch.cuh): true where the runtime picked the code of its
+// sm_90a pass. The GPU tests check it on Hopper, so a build that loses the
+// overlap fails there instead of only running slower.
+bool schedule_lets_next_kernel_start_early();
 
 }  // namespace blockattn::schedule

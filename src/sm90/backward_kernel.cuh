@@ -62,6 +62,7 @@ struct BackwardConfig {
   // a third consumer warpgroup hides the other two's latency.
   static constexpr int kConsumers = D <= 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kWaitsForPriorGrids = true;  // backward_kernel()'s first step
   // Exact 32-column chunks where D is not a multiple of 64 (D = 32, 96, 160;
   // tile_chunk_cols in params.h), so kPaddedD == D here; the padding below
   // serves layouts whose chunks overshoot D (TMA reads zeros past column D,
@@ -270,6 +271,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
 template <typename T, int D, int B, core::Fusion F, bool S>
 __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
     backward_kernel(const __grid_constant__ Params p) {
+  wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
   using Cfg = BackwardConfig<T, D, B, S>;
   extern __shared__ unsigned char smem_raw[];
   const BackwardSmem<T, D, B, S> sm(smem_raw);

@@ -66,6 +66,7 @@ struct ColumnSplitBackwardConfig {
   // (docs/perf.md, "The D = 224 backward's stores").
   static constexpr bool kStoresByTma = true;
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kWaitsForPriorGrids = true;  // column_split_backward_kernel()'s first step
   static constexpr int kConsumerThreads = 128 * kConsumers;
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kBackward, D)>;  // the host's maps write this
   static constexpr int kChunkCols = Layout::kChunkColumns;
@@ -239,6 +240,7 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
 template <typename T, int D, core::Fusion F>
 __global__ void __launch_bounds__(ColumnSplitBackwardConfig<T, D>::kThreads, 1)
     column_split_backward_kernel(const __grid_constant__ Params p) {
+  wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
   using Cfg = ColumnSplitBackwardConfig<T, D>;
   extern __shared__ unsigned char smem_raw[];
   const ColumnSplitBackwardSmem<T, D> sm(smem_raw);

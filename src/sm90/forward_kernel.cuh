@@ -55,6 +55,7 @@ struct ForwardConfig {
   static constexpr int kConsumers = kConsumerGroups;  // forward_consumers()
   static_assert(kConsumers >= 2 && kConsumers <= 4, "the register split below");
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kWaitsForPriorGrids = true;  // forward_kernel()'s first step
   static constexpr int kChunkCols = Layout::kChunkColumns;
   static constexpr int kChunks = (D + kChunkCols - 1) / kChunkCols;  // chunks per row
   static constexpr int kPaddedD = kChunks * kChunkCols;              // columns of a tile in smem
@@ -240,6 +241,7 @@ __device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSm
 template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
 __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
     forward_kernel(const __grid_constant__ Params p) {
+  wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
   using Cfg = ForwardConfig<T, D, B, C, P, H>;
   extern __shared__ unsigned char smem_raw[];
   const ForwardSmem<T, D, B, C, P, H> sm(smem_raw);

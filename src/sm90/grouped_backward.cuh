@@ -85,6 +85,7 @@ struct GroupedBackwardConfig {
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kWaitsForPriorGrids = true;  // grouped_backward_kernel()'s first step
   static constexpr int kConsumerThreads = 128 * kConsumers;
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kBackward, D)>;  // the host's maps write this
   static constexpr int kChunkCols = Layout::kChunkColumns;
@@ -547,6 +548,7 @@ __device__ __forceinline__ void grouped_products_unit(const Params& p, const Gro
 template <typename T, int D, core::Fusion F, GroupedForm kForm = GroupedForm::kGroups>
 __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kForm>::kThreads, 1)
     grouped_backward_kernel(const __grid_constant__ Params p) {
+  wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
   static_assert(F == core::Fusion::kNone, "rotary's transpose rotation needs whole rows: grouped_backward_kernel()");
   using Cfg = GroupedBackwardConfig<T, D, kForm>;
   using Layout = typename Cfg::Layout;

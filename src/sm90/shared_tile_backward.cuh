@@ -42,6 +42,7 @@ struct SharedTileBackwardConfig {
   static constexpr int kNeighbourTiles = 2;
   static constexpr int kOwnRows = kRows / kConsumers;  // query rows and key rows of one consumer
   static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kWaitsForPriorGrids = true;  // shared_tile_backward_kernel()'s first step
   static constexpr int kConsumerThreads = 128 * kConsumers;
   using Layout = tile::Chunked<kRows>;
   static_assert(tile_chunk_cols(Operation::kBackward, D) == tile::kChunkCols, "the host's maps write this layout");
@@ -178,6 +179,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
 template <typename T, int D, core::Fusion F>
 __global__ void __launch_bounds__(SharedTileBackwardConfig<T, D>::kThreads, 1)
     shared_tile_backward_kernel(const __grid_constant__ Params p) {
+  wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
   using Cfg = SharedTileBackwardConfig<T, D>;
   extern __shared__ unsigned char smem_raw[];
   const SharedTileBackwardSmem<T, D> sm(smem_raw);

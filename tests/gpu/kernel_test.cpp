@@ -19,10 +19,12 @@
 #include "common/test_seed.h"
 #include "core/device_info.h"
 #include "core/kernel_table.h"
+#include "schedule/block_schedule.h"
 #include "reference/reference.h"
 #include "sm90/params.h"
 #include "support/device_buffer.h"
 #include "support/jagged_batch.h"
+#include "support/late_copy.h"
 
 namespace blockattn {
 namespace {
@@ -1027,6 +1029,73 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
         std::memcpy(&bits, &x, 2);
         ASSERT_EQ(bits, 0xFFFF) << backend_name(backend) << ": a stale schedule was used";
       }
+  }
+}
+
+// The sm90 kernels may start while the kernel before them on the stream still
+// runs (programmatic dependent launch: schedule/programmatic_launch.cuh), so
+// each must wait for it before touching memory. Here a kernel that writes
+// the call's inputs only after spinning for 200 us stands before the
+// forward, and another that writes dout before the backward (which reuses
+// the forward's schedule, so its attention kernel follows the late kernel
+// directly). Until they run, the inputs hold other values and the offsets
+// describe empty sequences, whose outputs would stay poisoned; the outputs
+// must be the bits of the same calls on inputs written beforehand.
+TEST(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
+  REQUIRE_GPU();
+  REQUIRE_HEAD_DIM(128);
+  if (device_compute_capability() >= 90)
+    EXPECT_TRUE(schedule::schedule_lets_next_kernel_start_early())
+        << "the schedule's sm_90a code was not picked: the attention kernels start only when it completes";
+  std::mt19937_64 rng = testing::test_rng();
+  const std::vector<int32_t> lengths = {64, 1, 500, 135, 0, 300};
+  const auto offsets_host = offsets_from_lengths(lengths);
+  const int64_t tokens = offsets_host.back(), num_seqs = static_cast<int64_t>(lengths.size());
+  const Layout l = make_layout(tokens, 4, 128, LayoutKind::kPacked);
+  using Tensor = DeviceBuffer<__nv_bfloat16>;
+  Tensor q(l.elems()), k(l.elems()), v(l.elems()), dout(l.elems());
+  Tensor q_late(l.elems()), k_late(l.elems()), v_late(l.elems()), dout_late(l.elems());
+  Tensor out(l.elems()), dq(l.elems()), dk(l.elems()), dv(l.elems());
+  DeviceBuffer<int32_t> offsets(offsets_host.size()), offsets_late(offsets_host.size());
+  offsets_late.upload(offsets_host);
+  for (auto* t : {&q_late, &k_late, &v_late, &dout_late})
+    t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
+  DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
+  const Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
+  constexpr int kDelayUs = 200;
+  auto copy_of = [](const auto& from, auto& to) { return LateCopy{from.get(), to.get(), to.bytes()}; };
+
+  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128, kDefaultBlockSize, false)) {
+    SCOPED_TRACE(backend_name(backend));
+    ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
+    fa.options.backend = backend;
+    BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
+    ba.options.reuse_schedule = true;
+    auto run = [&](bool late) {
+      for (auto* t : {&out, &dq, &dk, &dv})
+        t->poison();
+      ws.poison();
+      if (late) {  // other values until the late kernels write the real ones
+        for (auto* t : {&q, &k, &v, &dout})
+          t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
+        offsets.upload(std::vector<int32_t>(offsets_host.size(), 0));
+        BA_CHECK_CUDA(enqueue_late_copies({copy_of(q_late, q), copy_of(k_late, k), copy_of(v_late, v),
+                                           copy_of(offsets_late, offsets)},
+                                          kDelayUs, nullptr));
+      } else {
+        for (auto [from, to] : {std::pair{&q_late, &q}, {&k_late, &k}, {&v_late, &v}, {&dout_late, &dout}})
+          BA_CHECK_CUDA(cudaMemcpy(to->get(), from->get(), to->bytes(), cudaMemcpyDeviceToDevice));
+        offsets.upload(offsets_host);
+      }
+      EXPECT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
+      if (late) BA_CHECK_CUDA(enqueue_late_copies({copy_of(dout_late, dout)}, kDelayUs, nullptr));
+      EXPECT_TRUE(backward(ba, ws.get(), ws.bytes(), nullptr).ok());
+      BA_CHECK_CUDA(cudaDeviceSynchronize());
+      return std::vector<std::vector<__nv_bfloat16>>{out.download(), dq.download(), dk.download(), dv.download()};
+    };
+    const auto in_place = run(false), late = run(true);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(0, std::memcmp(late[i].data(), in_place[i].data(), in_place[i].size() * 2)) << "tensor " << i;
   }
 }
 

@@ -1,0 +1,62 @@
+// Programmatic dependent launch (PDL, sm_90 and later): a kernel launched
+// with cudaLaunchAttributeProgrammaticStreamSerialization may be placed on
+// the SMs while the kernel before it on the stream still runs, so that its
+// launch and its CTAs' start overlap that kernel's last CTAs instead of
+// following its completion. Every call of block attention is a schedule
+// kernel and then the attention kernel; without this the attention kernel's
+// launch gap is paid on every call (docs/perf.md, "Session 40").
+//
+// The price is one rule. A kernel launched this way must call
+// wait_for_prior_grids() before it touches any global memory that earlier
+// work on the stream writes or reads (its inputs, the schedule, the claim
+// counters, its outputs): the wait returns once every earlier kernel has
+// completed and its writes are visible. The wait compiles to nothing in a
+// pre-sm_90 pass, so only kernels compiled for sm_90 alone may be launched
+// with launch_after_prior_grids() (the sm90 backend's, whose configs say so
+// with kWaitsForPriorGrids).
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace blockattn {
+
+// Device side: waits until the kernels before this one on the stream have
+// completed and flushed their writes (a no-op when launched without PDL).
+__device__ __forceinline__ void wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
+// Device side: once every CTA of this kernel has called it (or exited), the
+// next kernel on the stream, if launched with PDL, may start its CTAs; they
+// wait in wait_for_prior_grids() until this kernel completes. It promises
+// nothing about memory, so a kernel may call it first thing. Without it (or
+// in a pre-sm_90 pass) the next kernel starts when this one's CTAs exit.
+__device__ __forceinline__ void let_next_grid_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+// Host side: launches `kernel` allowed to overlap the kernel before it on
+// `stream` (the rule above). The attribute is ignored before sm_90 and
+// becomes a programmatic edge under stream capture.
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_after_prior_grids(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+                                     cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute overlap;
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
+  return cudaGetLastError();
+}
+
+}  // namespace blockattn
