@@ -23,6 +23,8 @@
 // packed tile, the entries of the sequences it took are left empty.
 #include "schedule/block_schedule.h"
 
+#include <atomic>
+
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -79,6 +81,18 @@ __device__ int32_t running_max_through(const int32_t* __restrict__ offsets, int3
   return cub::BlockReduce<int32_t, kThreads>(storage).Reduce(running_max, MaxOp());
 }
 
+// Every schedule kernel's first step. Where its code is the sm_90a pass's
+// (schedule_overlaps_its_neighbours), the host launches it overlapping the
+// kernel before it on the stream, so it waits for that kernel before reading
+// the offsets or writing the workspace (which the kernel before may still
+// read: an attention kernel of the previous call); and it lets the next
+// kernel (the pass after it, or the attention kernel) place its CTAs at
+// once, to wait in turn for this one (schedule/programmatic_launch.cuh).
+__device__ __forceinline__ void enter_schedule_kernel() {
+  let_next_grid_launch();
+  wait_for_prior_grids();
+}
+
 // Pass 1: the SequenceTables, a CTA per range of `range_length` sequences.
 // Each thread takes kItems consecutive sequences of a chunk, so a range of
 // many sequences costs few trips through the chunk loop. Several items go
@@ -104,6 +118,7 @@ __global__ void __launch_bounds__(Shape::kThreads)
   } storage;
   __shared__ int32_t carry[2];  // running max offset, blocks of the range so far
 
+  enter_schedule_kernel();
   const int tid = threadIdx.x;
   const int32_t range_begin = blockIdx.x * range_length;
   const int32_t range_end = num_seqs - range_begin < range_length ? num_seqs : range_begin + range_length;
@@ -254,7 +269,7 @@ __device__ void write_group_entries(int32_t group, int32_t num_seqs, int32_t blo
 __global__ void __launch_bounds__(32 * kEntryWarps)
     entry_pass_kernel(ScheduleHeader h, SequenceRanges ranges, const SequenceTables seqs,
                       ScheduleHeader* __restrict__ header, const EntryTables out) {
-  let_next_grid_launch();  // the attention kernel's CTAs may take their SMs and wait for this kernel
+  enter_schedule_kernel();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (blockIdx.x == 0 && warp == 0) {  // the header, with the block count and zeroed claims
     h.block_count = blocks_before_range(seqs, ranges.count, lane);
@@ -286,7 +301,7 @@ static_assert(kOnePassSeqs == kOnePassThreads * kOnePassItems, "a thread's items
 __global__ void __launch_bounds__(kOnePassThreads)
     one_pass_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                     ScheduleHeader* __restrict__ header, const EntryTables out) {
-  let_next_grid_launch();  // as in entry_pass_kernel
+  enter_schedule_kernel();
   using Load = cub::BlockLoad<int32_t, kOnePassThreads, kOnePassItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
   using Scan = cub::BlockScan<int32_t, kOnePassThreads>;
   // The load's transpose buffer is done with before the tables are written
@@ -337,6 +352,31 @@ __global__ void __launch_bounds__(kOnePassThreads)
         [&](int32_t s) { return storage.seqs.first_block[s]; }, out);
 }
 
+// A schedule kernel's launch: overlapping the kernel before it where its
+// code waits for that kernel (enter_schedule_kernel), else a plain one.
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_schedule_kernel(bool overlap, void (*kernel)(KernelArgs...), int ctas, int threads,
+                                   cudaStream_t stream, Args&&... args) {
+  if (overlap) return launch_after_prior_grids(kernel, ctas, threads, 0, stream, static_cast<Args&&>(args)...);
+  kernel<<<ctas, threads, 0, stream>>>(static_cast<Args&&>(args)...);
+  return cudaGetLastError();
+}
+
+// schedule_overlaps_its_neighbours(), read once per device (a runtime query
+// a call would otherwise pay on the host).
+bool code_waits_for_prior_grids() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int8_t> known[kMaxDevices] = {};  // 0: not read yet, 1: no, 2: yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return false;
+  int8_t value = known[device].load(std::memory_order_relaxed);
+  if (value == 0) {
+    value = schedule_overlaps_its_neighbours() ? 2 : 1;
+    known[device].store(value, std::memory_order_relaxed);
+  }
+  return value == 2;
+}
+
 }  // namespace
 
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
@@ -348,30 +388,34 @@ cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32
   constexpr int kMaxEntryCtas = 2048;
   const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
   const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
-  if (num_seqs <= kOnePassSeqs) {
-    one_pass_kernel<<<ctas, kOnePassThreads, 0, stream>>>(offsets, num_seqs, total_tokens, block_size,
-                                                          WorkspaceLayout::header(workspace), out);
-    return cudaGetLastError();
-  }
+  const bool overlap = code_waits_for_prior_grids();
+  if (num_seqs <= kOnePassSeqs)
+    return launch_schedule_kernel(overlap, one_pass_kernel, ctas, kOnePassThreads, stream, offsets, num_seqs,
+                                  total_tokens, block_size, WorkspaceLayout::header(workspace), out);
   const SequenceTables seqs = WorkspaceLayout::sequence_tables(workspace, capacity, num_seqs);
   const SequenceRanges ranges = sequence_ranges(num_seqs);
-  if (ranges.wide)
-    sequence_pass_kernel<WideChunks><<<ranges.count, WideChunks::kThreads, 0, stream>>>(
-        offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
-  else
-    sequence_pass_kernel<NarrowChunks><<<ranges.count, NarrowChunks::kThreads, 0, stream>>>(
-        offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
+  const cudaError_t first =
+      ranges.wide
+          ? launch_schedule_kernel(overlap, sequence_pass_kernel<WideChunks>, ranges.count, WideChunks::kThreads,
+                                   stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs)
+          : launch_schedule_kernel(overlap, sequence_pass_kernel<NarrowChunks>, ranges.count, NarrowChunks::kThreads,
+                                   stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
+  if (first != cudaSuccess) return first;
   const ScheduleHeader header{0, num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
-  entry_pass_kernel<<<ctas, 32 * kEntryWarps, 0, stream>>>(header, ranges, seqs, WorkspaceLayout::header(workspace),
-                                                           out);
-  return cudaGetLastError();
+  return launch_schedule_kernel(overlap, entry_pass_kernel, ctas, 32 * kEntryWarps, stream, header, ranges, seqs,
+                                WorkspaceLayout::header(workspace), out);
 }
 
-bool schedule_lets_next_kernel_start_early() {
-  cudaFuncAttributes one_pass{}, entry_pass{};
-  return cudaFuncGetAttributes(&one_pass, one_pass_kernel) == cudaSuccess &&
-         cudaFuncGetAttributes(&entry_pass, entry_pass_kernel) == cudaSuccess && one_pass.ptxVersion >= 90 &&
-         entry_pass.ptxVersion >= 90;
+bool schedule_overlaps_its_neighbours() {
+  // One translation unit, one gencode: the runtime picks the same pass for
+  // all four kernels, but each is read, so that a build that splits them
+  // cannot launch one without its wait.
+  auto waits = [](auto kernel) {
+    cudaFuncAttributes attributes{};
+    return cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90;
+  };
+  return waits(one_pass_kernel) && waits(sequence_pass_kernel<NarrowChunks>) &&
+         waits(sequence_pass_kernel<WideChunks>) && waits(entry_pass_kernel);
 }
 
 }  // namespace blockattn::schedule

@@ -253,11 +253,13 @@ inline constexpr int32_t kOnePassSeqs = 4096;
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
                                  void* workspace, size_t capacity, cudaStream_t stream);
 
-// Whether, on the current device, the schedule's last kernel lets the
-// attention kernel behind it start its CTAs before it completes
-// (programmatic_launch.cuh): true where the runtime picked the code of its
-// sm_90a pass. The GPU tests check it on Hopper, so a build that loses the
-// overlap fails there instead of only running slower.
-bool schedule_lets_next_kernel_start_early();
+// Whether, on the current device, the runtime picked the schedule kernels'
+// sm_90a code, which waits for the kernel before it and lets the next one
+// start early (programmatic_launch.cuh): then build_block_schedule launches
+// them overlapping the kernel before them, and the attention kernel behind
+// them starts its CTAs before they complete. The GPU tests check it on
+// Hopper, so a build that loses the overlap fails there instead of only
+// running slower.
+bool schedule_overlaps_its_neighbours();
 
 }  // namespace blockattn::schedule

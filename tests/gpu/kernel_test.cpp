@@ -1032,21 +1032,23 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
   }
 }
 
-// The sm90 kernels may start while the kernel before them on the stream still
-// runs (programmatic dependent launch: schedule/programmatic_launch.cuh), so
-// each must wait for it before touching memory. Here a kernel that writes
-// the call's inputs only after spinning for 200 us stands before the
-// forward, and another that writes dout before the backward (which reuses
-// the forward's schedule, so its attention kernel follows the late kernel
-// directly). Until they run, the inputs hold other values and the offsets
+// The schedule's kernels and the sm90 attention kernels may start while the
+// kernel before them on the stream still runs (programmatic dependent
+// launch: schedule/programmatic_launch.cuh), so each must wait for it before
+// touching memory. Here a kernel that writes the call's inputs only after
+// spinning for 200 us stands before the forward (whose schedule kernel
+// follows it directly), and another that writes dout before the backward
+// (which reuses the forward's schedule, so its attention kernel follows the
+// late kernel directly). Until they run, the inputs hold other values and the offsets
 // describe empty sequences, whose outputs would stay poisoned; the outputs
 // must be the bits of the same calls on inputs written beforehand.
 TEST(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
   REQUIRE_GPU();
   REQUIRE_HEAD_DIM(128);
   if (device_compute_capability() >= 90)
-    EXPECT_TRUE(schedule::schedule_lets_next_kernel_start_early())
-        << "the schedule's sm_90a code was not picked: the attention kernels start only when it completes";
+    EXPECT_TRUE(schedule::schedule_overlaps_its_neighbours())
+        << "the schedule's sm_90a code was not picked: its kernels and the attention kernel start only when the "
+           "kernel before completes";
   std::mt19937_64 rng = testing::test_rng();
   const std::vector<int32_t> lengths = {64, 1, 500, 135, 0, 300};
   const auto offsets_host = offsets_from_lengths(lengths);
