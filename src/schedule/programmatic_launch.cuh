@@ -11,9 +11,11 @@
 // work on the stream writes or reads (its inputs, the schedule, the claim
 // counters, its outputs): the wait returns once every earlier kernel has
 // completed and its writes are visible. The wait compiles to nothing in a
-// pre-sm_90 pass, so only kernels compiled for sm_90 alone may be launched
-// with launch_after_prior_grids() (the sm90 backend's, whose configs say so
-// with kWaitsForPriorGrids).
+// pre-sm_90 pass, so a kernel may be launched with launch_after_prior_grids()
+// only where the code the runtime loaded comes from an sm_90 pass: the sm90
+// backend's kernels (sm_90a alone; their configs say so with
+// kWaitsForPriorGrids) and the schedule's where
+// schedule_overlaps_its_neighbours() (block_schedule.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,7 +47,7 @@ __device__ __forceinline__ void let_next_grid_launch() {
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_after_prior_grids(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
                                      cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute overlap;
+  cudaLaunchAttribute overlap{};
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   overlap.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
