@@ -42,8 +42,9 @@ __device__ __forceinline__ void let_next_grid_launch() {
 }
 
 // Host side: launches `kernel` allowed to overlap the kernel before it on
-// `stream` (the rule above). The attribute is ignored before sm_90 and
-// becomes a programmatic edge under stream capture.
+// `stream` (the rule above; only code from an sm_90 pass comes here, so a
+// GPU older than Hopper never sees the attribute). Under stream capture it
+// becomes a programmatic edge of the graph (tests/gpu: CudaGraph).
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_after_prior_grids(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
                                      cudaStream_t stream, Args&&... args) {
