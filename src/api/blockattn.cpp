@@ -7,6 +7,7 @@
 
 #include "api/backend_choice.h"
 #include "api/validate.h"
+#include "core/device_info.h"
 #include "core/kernel_table.h"
 #include "core/status.h"
 #include "schedule/block_schedule.h"
@@ -35,9 +36,10 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
   const auto num_seqs = static_cast<int32_t>(s.num_seqs), tokens = static_cast<int32_t>(s.total_tokens);
   const size_t capacity = workspace_capacity(s.num_seqs, s.total_tokens);
   if (!p.reuse_schedule)
-    BLOCKATTN_RETURN_IF_ERROR(core::cuda_status(
-        schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, capacity, stream),
-        "launching the block-schedule kernel"));
+    BLOCKATTN_RETURN_IF_ERROR(
+        core::cuda_status(schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, capacity,
+                                                         stream, core::schedule_overlaps_prior_kernels()),
+                          "launching the block-schedule kernel"));
   // The tiles with short sequences packed (one tile's fixed cost for several
   // of them) or the blocks as they are: the backend's kernel decides.
   const bool packed = backend->reads_packed_tiles(p);

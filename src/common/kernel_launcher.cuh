@@ -47,12 +47,8 @@ struct KernelLauncher {
     });
   }
   static cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream) {
-    if constexpr (kConfigWaitsForPriorGrids<Config>) {
-      return launch_after_prior_grids(Kernel, num_ctas, kThreads, kSmemBytes, stream, p);
-    } else {
-      Kernel<<<num_ctas, kThreads, kSmemBytes, stream>>>(p);
-      return cudaGetLastError();
-    }
+    return launch_after_prior_grids(kConfigWaitsForPriorGrids<Config>, Kernel, num_ctas, kThreads, kSmemBytes, stream,
+                                    p);
   }
 };
 

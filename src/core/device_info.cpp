@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "core/status.h"
+#include "schedule/block_schedule.h"
 
 namespace blockattn::core {
 namespace {
@@ -27,6 +28,11 @@ int compute_capability() {
     return 10 * device_attribute(cudaDevAttrComputeCapabilityMajor) +
            device_attribute(cudaDevAttrComputeCapabilityMinor);
   });
+}
+
+bool schedule_overlaps_prior_kernels() {
+  static PerDeviceCache cache;
+  return cache.get([] { return schedule::schedule_overlaps_its_neighbours() ? 2 : 1; }) == 2;
 }
 
 namespace {

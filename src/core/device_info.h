@@ -39,6 +39,9 @@ int compute_capability();  // major * 10 + minor
 // The memory's peak bandwidth in GB/s (two transfers a clock x bus width),
 // as the device reports it: 3,352 on an H100 SXM, 4,800 on an H200.
 int memory_peak_gbps();
+// schedule::schedule_overlaps_its_neighbours(), read once per device: whether
+// the schedule kernels may be launched overlapping the kernel before them.
+bool schedule_overlaps_prior_kernels();
 
 // kUnsupported unless the current device has at least compute capability
 // `minimum` (major * 10 + minor); kCudaError if it cannot be queried.

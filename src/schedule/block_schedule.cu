@@ -23,8 +23,6 @@
 // packed tile, the entries of the sequences it took are left empty.
 #include "schedule/block_schedule.h"
 
-#include <atomic>
-
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -352,35 +350,10 @@ __global__ void __launch_bounds__(kOnePassThreads)
         [&](int32_t s) { return storage.seqs.first_block[s]; }, out);
 }
 
-// A schedule kernel's launch: overlapping the kernel before it where its
-// code waits for that kernel (enter_schedule_kernel), else a plain one.
-template <typename... KernelArgs, typename... Args>
-cudaError_t launch_schedule_kernel(bool overlap, void (*kernel)(KernelArgs...), int ctas, int threads,
-                                   cudaStream_t stream, Args&&... args) {
-  if (overlap) return launch_after_prior_grids(kernel, ctas, threads, 0, stream, static_cast<Args&&>(args)...);
-  kernel<<<ctas, threads, 0, stream>>>(static_cast<Args&&>(args)...);
-  return cudaGetLastError();
-}
-
-// schedule_overlaps_its_neighbours(), read once per device (a runtime query
-// a call would otherwise pay on the host).
-bool code_waits_for_prior_grids() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int8_t> known[kMaxDevices] = {};  // 0: not read yet, 1: no, 2: yes
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return false;
-  int8_t value = known[device].load(std::memory_order_relaxed);
-  if (value == 0) {
-    value = schedule_overlaps_its_neighbours() ? 2 : 1;
-    known[device].store(value, std::memory_order_relaxed);
-  }
-  return value == 2;
-}
-
 }  // namespace
 
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                                 void* workspace, size_t capacity, cudaStream_t stream) {
+                                 void* workspace, size_t capacity, cudaStream_t stream, bool overlap) {
   const EntryTables out{WorkspaceLayout::table(workspace), WorkspaceLayout::seq_table(workspace, capacity),
                         WorkspaceLayout::tile_table(workspace, capacity),
                         WorkspaceLayout::tile_seq_table(workspace, capacity)};
@@ -388,22 +361,21 @@ cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32
   constexpr int kMaxEntryCtas = 2048;
   const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
   const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
-  const bool overlap = code_waits_for_prior_grids();
   if (num_seqs <= kOnePassSeqs)
-    return launch_schedule_kernel(overlap, one_pass_kernel, ctas, kOnePassThreads, stream, offsets, num_seqs,
-                                  total_tokens, block_size, WorkspaceLayout::header(workspace), out);
+    return launch_after_prior_grids(overlap, one_pass_kernel, ctas, kOnePassThreads, 0, stream, offsets, num_seqs,
+                                    total_tokens, block_size, WorkspaceLayout::header(workspace), out);
   const SequenceTables seqs = WorkspaceLayout::sequence_tables(workspace, capacity, num_seqs);
   const SequenceRanges ranges = sequence_ranges(num_seqs);
   const cudaError_t first =
       ranges.wide
-          ? launch_schedule_kernel(overlap, sequence_pass_kernel<WideChunks>, ranges.count, WideChunks::kThreads,
-                                   stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs)
-          : launch_schedule_kernel(overlap, sequence_pass_kernel<NarrowChunks>, ranges.count, NarrowChunks::kThreads,
-                                   stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
+          ? launch_after_prior_grids(overlap, sequence_pass_kernel<WideChunks>, ranges.count, WideChunks::kThreads, 0,
+                                     stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs)
+          : launch_after_prior_grids(overlap, sequence_pass_kernel<NarrowChunks>, ranges.count, NarrowChunks::kThreads,
+                                     0, stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
   if (first != cudaSuccess) return first;
   const ScheduleHeader header{0, num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
-  return launch_schedule_kernel(overlap, entry_pass_kernel, ctas, 32 * kEntryWarps, stream, header, ranges, seqs,
-                                WorkspaceLayout::header(workspace), out);
+  return launch_after_prior_grids(overlap, entry_pass_kernel, ctas, 32 * kEntryWarps, 0, stream, header, ranges, seqs,
+                                  WorkspaceLayout::header(workspace), out);
 }
 
 bool schedule_overlaps_its_neighbours() {

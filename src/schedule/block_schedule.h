@@ -249,17 +249,20 @@ inline constexpr int32_t kOnePassSeqs = 4096;
 
 // Enqueues the kernel or kernels that write the header, the four entry
 // tables and, for batches over kOnePassSeqs, the per-sequence tables into
-// `workspace`, laid out for `capacity` blocks (WorkspaceLayout).
+// `workspace`, laid out for `capacity` blocks (WorkspaceLayout). With
+// `overlap` (allowed only where schedule_overlaps_its_neighbours()), each
+// is launched overlapping the kernel before it on the stream.
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                                 void* workspace, size_t capacity, cudaStream_t stream);
+                                 void* workspace, size_t capacity, cudaStream_t stream, bool overlap);
 
 // Whether, on the current device, the runtime picked the schedule kernels'
 // sm_90a code, which waits for the kernel before it and lets the next one
-// start early (programmatic_launch.cuh): then build_block_schedule launches
-// them overlapping the kernel before them, and the attention kernel behind
-// them starts its CTAs before they complete. The GPU tests check it on
-// Hopper, so a build that loses the overlap fails there instead of only
-// running slower.
+// start early (programmatic_launch.cuh): then they may be launched
+// overlapping the kernel before them, and the attention kernel behind them
+// starts its CTAs before they complete. A runtime query for each kernel:
+// callers keep the answer (core::schedule_overlaps_prior_kernels). The GPU
+// tests check it on Hopper, so a build that loses the overlap fails there
+// instead of only running slower.
 bool schedule_overlaps_its_neighbours();
 
 }  // namespace blockattn::schedule

@@ -11,11 +11,10 @@
 // work on the stream writes or reads (its inputs, the schedule, the claim
 // counters, its outputs): the wait returns once every earlier kernel has
 // completed and its writes are visible. The wait compiles to nothing in a
-// pre-sm_90 pass, so a kernel may be launched with launch_after_prior_grids()
-// only where the code the runtime loaded comes from an sm_90 pass: the sm90
-// backend's kernels (sm_90a alone; their configs say so with
-// kWaitsForPriorGrids) and the schedule's where
-// schedule_overlaps_its_neighbours() (block_schedule.h).
+// pre-sm_90 pass, so a kernel may be launched overlapped only where the code
+// the runtime loaded comes from an sm_90 pass: the sm90 backend's kernels
+// (sm_90a alone; their configs say so with kWaitsForPriorGrids) and the
+// schedule's where schedule_overlaps_its_neighbours() (block_schedule.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,22 +40,27 @@ __device__ __forceinline__ void let_next_grid_launch() {
 #endif
 }
 
-// Host side: launches `kernel` allowed to overlap the kernel before it on
-// `stream` (the rule above; only code from an sm_90 pass comes here, so a
-// GPU older than Hopper never sees the attribute). Under stream capture it
-// becomes a programmatic edge of the graph (tests/gpu: CudaGraph).
+// Host side: launches `kernel` on `stream`, allowed to overlap the kernel
+// before it where `overlap` (the rule above; only code from an sm_90 pass is
+// launched so, so a GPU older than Hopper never sees the attribute), else
+// as a plain launch. Under stream capture the overlap becomes a
+// programmatic edge of the graph (tests/gpu: CudaGraph).
 template <typename... KernelArgs, typename... Args>
-cudaError_t launch_after_prior_grids(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
-                                     cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
+cudaError_t launch_after_prior_grids(bool overlap, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                                     size_t smem_bytes, cudaStream_t stream, Args&&... args) {
+  if (!overlap) {
+    kernel<<<grid, block, smem_bytes, stream>>>(static_cast<Args&&>(args)...);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  config.attrs = &overlap;
+  config.attrs = &attribute;
   config.numAttrs = 1;
   cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
   return cudaGetLastError();

@@ -40,8 +40,9 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
   const size_t capacity = WorkspaceLayout::capacity(num_seqs, total_tokens, block_size);
   DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(capacity, num_seqs));
   workspace.poison();
-  ASSERT_EQ(cudaSuccess, schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size,
-                                                        workspace.get(), capacity, nullptr));
+  ASSERT_EQ(cudaSuccess,
+            schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size, workspace.get(),
+                                           capacity, nullptr, schedule::schedule_overlaps_its_neighbours()));
   auto raw = workspace.download();
   schedule::ScheduleHeader header;
   std::memcpy(&header, raw.data(), sizeof(header));
