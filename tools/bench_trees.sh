@@ -14,7 +14,7 @@
 #     tools/bench_trees.sh build_trees/C1 build_trees/C2 build_trees/C3
 #
 # Environment: DIMS, BLOCKS (CMake ;-lists, default "64;128" and "64"),
-# WORKLOADS, BENCH_ARGS, ROUNDS (default 2), OUT (default gpu_out/),
+# EXTRA_CMAKE, WORKLOADS, BENCH_ARGS, ROUNDS (default 2), OUT (default gpu_out/),
 # TREE_TIMEOUT (seconds per benchmark run, default 180).
 #
 # Tests first, in the same call (a kernel change is timed only once it is
@@ -31,7 +31,11 @@ WORKLOADS=${WORKLOADS:-headline-d64,headline-d128}
 mkdir -p "$OUT"
 [ $# -ge 1 ] || { echo "usage: tools/bench_trees.sh TREE..." >&2; exit 2; }
 # Every tree's configure, the tests' and the benchmarks' alike: one kernel set.
-configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}")
+# EXTRA_CMAKE adds options to all of them (e.g. -DBLOCKATTN_MANUAL_KERNELS=ON,
+# to time a manual row with BENCH_ARGS="--backend hopper").
+# shellcheck disable=SC2206  # EXTRA_CMAKE is split into several options on purpose
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}"
+  ${EXTRA_CMAKE:-})
 
 if [ -n "${TEST_FILTER:-}${RACE_FILTER:-}" ]; then
   test_build="build_tree_$(basename "$1")_test"

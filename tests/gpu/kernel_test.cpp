@@ -1041,10 +1041,14 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
 // (which reuses the forward's schedule, so its attention kernel follows the
 // late kernel directly). Until they run, the inputs hold other values and the offsets
 // describe empty sequences, whose outputs would stay poisoned; the outputs
-// must be the bits of the same calls on inputs written beforehand.
-TEST(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
+// must be the bits of the same calls on inputs written beforehand. D = 128
+// takes the sm90 forward; D = 256 kAuto's sm80 one.
+class ProgrammaticLaunch : public ::testing::TestWithParam<int> {};
+
+TEST_P(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
   REQUIRE_GPU();
-  REQUIRE_HEAD_DIM(128);
+  const int head_dim = GetParam();
+  REQUIRE_HEAD_DIM(head_dim);
   if (device_compute_capability() >= 90)
     EXPECT_TRUE(schedule::schedule_overlaps_its_neighbours())
         << "the schedule's sm_90a code was not picked: its kernels and the attention kernel start only when the "
@@ -1053,7 +1057,7 @@ TEST(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
   const std::vector<int32_t> lengths = {64, 1, 500, 135, 0, 300};
   const auto offsets_host = offsets_from_lengths(lengths);
   const int64_t tokens = offsets_host.back(), num_seqs = static_cast<int64_t>(lengths.size());
-  const Layout l = make_layout(tokens, 4, 128, LayoutKind::kPacked);
+  const Layout l = make_layout(tokens, 4, head_dim, LayoutKind::kPacked);
   using Tensor = DeviceBuffer<__nv_bfloat16>;
   Tensor q(l.elems()), k(l.elems()), v(l.elems()), dout(l.elems());
   Tensor q_late(l.elems()), k_late(l.elems()), v_late(l.elems()), dout_late(l.elems());
@@ -1063,14 +1067,20 @@ TEST(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
   for (auto* t : {&q_late, &k_late, &v_late, &dout_late})
     t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
   DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
-  const Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
+  const Shape shape{num_seqs, tokens, 4, 4, head_dim, DType::kBF16};
   constexpr int kDelayUs = 200;
   auto copy_of = [](const auto& from, auto& to) { return LateCopy{from.get(), to.get(), to.bytes()}; };
+  // Where a backend has no forward at this head dim (the sm90 one at D = 256
+  // is built only as a manual row), the forward is kAuto's.
+  const auto forward_backends = device_backends(Operation::kForward, DType::kBF16, head_dim, kDefaultBlockSize, false);
+  auto has_forward = [&](Backend b) {
+    return std::find(forward_backends.begin(), forward_backends.end(), b) != forward_backends.end();
+  };
 
-  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128, kDefaultBlockSize, false)) {
+  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, head_dim, kDefaultBlockSize, false)) {
     SCOPED_TRACE(backend_name(backend));
     ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
-    fa.options.backend = backend;
+    fa.options.backend = has_forward(backend) ? backend : Backend::kAuto;
     BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
     ba.options.reuse_schedule = true;
     auto run = [&](bool late) {
@@ -1100,6 +1110,9 @@ TEST(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
       EXPECT_EQ(0, std::memcmp(late[i].data(), in_place[i].data(), in_place[i].size() * 2)) << "tensor " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, ProgrammaticLaunch, ::testing::Values(128, 256),
+                         [](const ::testing::TestParamInfo<int>& info) { return "d" + std::to_string(info.param); });
 
 // Both forwards claim their tiles from counters in the workspace header that
 // the last CTA of each launch zeroes (schedule/tile_claims.cuh; the sm90 one
