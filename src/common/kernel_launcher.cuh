@@ -46,9 +46,23 @@ struct KernelLauncher {
       return ctas;
     });
   }
+  // Whether the code the runtime loaded for this device has the wait (a
+  // pass for sm_90 or later: wait_for_prior_grids() is a no-op in older
+  // ones), read once per device. Only then is the kernel launched
+  // overlapping the one before it.
+  static bool waits_for_prior_grids() {
+    if constexpr (!kConfigWaitsForPriorGrids<Config>) {
+      return false;
+    } else {
+      static core::PerDeviceCache cache;
+      return cache.get([] {
+               cudaFuncAttributes attributes{};
+               return cudaFuncGetAttributes(&attributes, Kernel) == cudaSuccess && attributes.ptxVersion >= 90 ? 2 : 1;
+             }) == 2;
+    }
+  }
   static cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream) {
-    return launch_after_prior_grids(kConfigWaitsForPriorGrids<Config>, Kernel, num_ctas, kThreads, kSmemBytes, stream,
-                                    p);
+    return launch_after_prior_grids(waits_for_prior_grids(), Kernel, num_ctas, kThreads, kSmemBytes, stream, p);
   }
 };
 

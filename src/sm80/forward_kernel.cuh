@@ -51,6 +51,10 @@ struct ForwardConfig {
   static constexpr int kKeys = B;  // key columns of S
   static constexpr int kWarps = kRows / 16;
   static constexpr int kThreads = 32 * kWarps;
+  // forward_kernel()'s first step: where the runtime loads this kernel's
+  // sm_90a code (the D >= 224 units, CMakeLists.txt), it is launched
+  // overlapping the schedule (KernelLauncher reads the code's PTX version).
+  static constexpr bool kWaitsForPriorGrids = true;
   static constexpr int kTileElems = kRows * D;
   static constexpr int kStageBytes = 3 * kTileElems * 2;  // Q, K, V
   static constexpr int kStages = forward_stages(D, B, F);
@@ -155,6 +159,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const tile::Hooks<
 template <typename T, int D, int B, core::Fusion F>
 __global__ void __launch_bounds__(ForwardConfig<T, D, B, F>::kThreads, ForwardConfig<T, D, B, F>::kMinCtasPerSm)
     forward_kernel(const __grid_constant__ Params p) {
+  wait_for_prior_grids();  // a no-op in the compute_80 pass, which is never launched overlapping
   using Cfg = ForwardConfig<T, D, B, F>;
   extern __shared__ __align__(128) unsigned char smem[];
   // Stage s starts at smem + s * kStageBytes (arithmetic, not an array of
