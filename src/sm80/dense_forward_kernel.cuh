@@ -27,7 +27,7 @@ struct DenseForwardConfig {
   static constexpr int kKeys = D <= 64 ? 64 : 4096 / D;
   static constexpr int kThreads = 128;
   static constexpr int kQElems = kRows * D;
-  static constexpr int kKvElems = kKeys * D;  // one of K, V
+  static constexpr int kKvElems = kKeys * D;                           // one of K, V
   static constexpr int kSmemBytes = 2 * (kQElems + 2 * 2 * kKvElems);  // Q + two stages of K, V
 };
 
@@ -86,8 +86,8 @@ __device__ __forceinline__ void dense_forward_unit(const DenseParams& p, const t
   const int valid_rows = p.attn.seq_len - u.row0;
   // The warp's Q rows are dead (only this warp read them): stage O there.
   __syncwarp();
-  tile::write_rows<Layout>(o, inverse, q, row0, tile::unit_rows<T>(p.out, u, u.q_head),
-                           p.out.seq_stride, valid_rows, lane);
+  tile::write_rows<Layout>(o, inverse, q, row0, tile::unit_rows<T>(p.out, u, u.q_head), p.out.seq_stride, valid_rows,
+                           lane);
   tile::write_lse(p.attn, u, row0, lse, lane);
   __syncthreads();  // every warp's stores read its Q rows before the next unit's loads overwrite them
 }
@@ -99,8 +99,9 @@ __global__ void __launch_bounds__(DenseForwardConfig<T, D>::kThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   T* q = reinterpret_cast<T*>(smem);
   T* kv = q + Cfg::kQElems;
-  tile::for_each_dense_unit(p.attn, Cfg::kRows,
-                            [&](const tile::DenseUnit& u) { dense_forward_unit<T, D, kCausal>(p, u, q, kv); });
+  // Blocks from row 0: its loads start at the unit's first row (dense_attn_params, no shift step).
+  tile::for_each_dense_unit<false>(p.attn, Cfg::kRows,
+                                   [&](const tile::DenseUnit& u) { dense_forward_unit<T, D, kCausal>(p, u, q, kv); });
 }
 
 }  // namespace blockattn::sm80

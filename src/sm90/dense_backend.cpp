@@ -53,13 +53,16 @@ class Sm90DenseBackend final : public core::DenseKernelBackend {
     for (const MappedInput& in : kInputs) {
       const char* error = nullptr;
       const int heads = in.query_heads ? p.shape.num_q_heads : p.shape.num_kv_heads;
-      const uint32_t box_rows = in.query_heads ? dense_rows_per_unit(p.shape.head_dim) : dense_keys_per_tile(p.shape.head_dim);
+      const uint32_t box_rows =
+          in.query_heads ? dense_rows_per_unit(p.shape.head_dim) : dense_keys_per_tile(p.shape.head_dim);
       if (!encode_dense_tile_map(&(params.*in.map), p.*in.view, p.shape.dtype, p.shape.batch, heads, p.shape.seq_len,
                                  p.shape.head_dim, box_rows, &error))
         return core::unsupported("backend kHopper: ", in.name, ": ", error);
     }
     params.out = p.out;
-    params.attn = dense_attn_params(p, dense_rows_per_unit(p.shape.head_dim));
+    // Rows before row 0 are skipped a whole consumer warpgroup at a time:
+    // its key tiles count none, and TMA fills its Q rows with zeros.
+    params.attn = dense_attn_params(p, dense_rows_per_unit(p.shape.head_dim), 64);
     return launch_dense(*find_dense_entry(kKernels, p), params, p.causal, params.attn.num_items, stream,
                         "launching the kHopper dense forward kernel");
   }

@@ -106,11 +106,11 @@ struct DenseForwardSmem {
   }
 };
 
-template <typename T, int D>
+template <typename T, int D, bool kCausal>
 __device__ __forceinline__ void dense_produce(const DenseParams& p, const DenseForwardSmem<T, D>& sm) {
   using Cfg = DenseForwardConfig<T, D>;
   int item = 0, unit_i = 0;
-  tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
+  tile::for_each_dense_unit<kCausal>(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);
     sm.q_empty->wait(RingSlot<1>::of(unit_i).empty_parity());
     sm.q_full->arrive_expect_tx(Cfg::kQBytes);  // rows past S are zero-filled but still counted
@@ -174,7 +174,7 @@ __device__ __forceinline__ void dense_consume(const DenseParams& p, const DenseF
   const TakeTurns<Cfg::kConsumers> turns{consumer};
   turns.start();
   int item = 0, unit_i = 0;
-  tile::for_each_dense_unit(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) BLOCKATTN_INLINE {
+  tile::for_each_dense_unit<kCausal>(p.attn, Cfg::kRows, [&](const tile::DenseUnit& u) BLOCKATTN_INLINE {
     const auto tiles = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0, Cfg::kRows);  // what the producer loads
     const auto mine = tile::KeyTiles<Cfg::kKeys>::of(p.attn, u.row0 + Cfg::kConsumerRows * consumer,
                                                      Cfg::kConsumerRows);  // what this warpgroup's rows see
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(DenseForwardConfig<T, D>::kThreads, 1)
   const DenseForwardSmem<T, D> sm(smem_raw);
   if (threadIdx.x == 0) sm.init();
   __syncthreads();
-  split_roles<Cfg>([&]() BLOCKATTN_INLINE { dense_produce<T, D>(p, sm); },
+  split_roles<Cfg>([&]() BLOCKATTN_INLINE { dense_produce<T, D, kCausal>(p, sm); },
                    [&](int consumer) BLOCKATTN_INLINE { dense_consume<T, D, kCausal>(p, sm, consumer); });
 }
 

@@ -7,7 +7,10 @@
 // for every j, so every item costs the same and a static stride over items
 // (CTA c takes items c, c + gridDim.x, ...) balances the CTAs to within one
 // item: no atomics, no workspace. Without the mask every unit costs the same
-// anyway. The heavy block of a pair runs first.
+// anyway. The heavy block of a pair runs first. Under the mask a partial
+// block (S not a multiple of the unit's rows) is block 0, shifted to start
+// before row 0 (DenseAttnParams::row_shift), where its idle rows wait out
+// the fewest key tiles.
 //
 // Items are grouped in sections of DenseAttnParams::section_heads (batch,
 // head) pairs, small enough that a section's K and V stay in L2 while its
@@ -21,21 +24,29 @@ namespace blockattn::tile {
 
 struct DenseUnit {
   int batch, q_head, kv_head;
-  int row0;  // first query row of the unit
+  // First query row of the unit; negative in a causal block 0 shifted before
+  // row 0. Its row pointers (unit_rows) then start before the tensor, but
+  // only rows >= 0 are accessed: a consumer whose rows all lie before row 0
+  // sees no key tiles and stores nothing.
+  int row0;
 };
 
+// kShifted: whether the blocks may start before row 0 (a.row_shift, only
+// ever non-zero under a causal mask); a compile-time choice so that kernels
+// without the mask carry no shift.
+template <bool kShifted>
 __device__ __forceinline__ DenseUnit dense_unit_of(const DenseAttnParams& a, int batch_head, int m_block,
                                                    int rows_per_unit) {
   DenseUnit u;
   u.batch = batch_head / a.num_q_heads;
   u.q_head = batch_head % a.num_q_heads;
   u.kv_head = u.q_head / a.group_size;
-  u.row0 = m_block * rows_per_unit;
+  u.row0 = m_block * rows_per_unit - (kShifted ? a.row_shift : 0);
   return u;
 }
 
 // Calls run(unit) for each unit of this CTA, in order.
-template <typename Run>
+template <bool kShifted, typename Run>
 __device__ __forceinline__ void for_each_dense_unit(const DenseAttnParams& a, int rows_per_unit, Run&& run) {
   const int section_items = a.section_heads * a.pairs_per_head;
   for (int item = blockIdx.x; item < a.num_items; item += gridDim.x) {
@@ -46,7 +57,7 @@ __device__ __forceinline__ void for_each_dense_unit(const DenseAttnParams& a, in
     const int heavy = a.num_m_blocks - 1 - j;
     const int members = j != heavy ? 2 : 1;
     for (int member = 0; member < members; ++member)  // one call site: `run` is inlined once
-      run(dense_unit_of(a, batch_head, member == 0 ? heavy : j, rows_per_unit));
+      run(dense_unit_of<kShifted>(a, batch_head, member == 0 ? heavy : j, rows_per_unit));
   }
 }
 

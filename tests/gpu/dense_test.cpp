@@ -207,6 +207,11 @@ TEST(DenseForward, EdgeLengthsBothMasksEveryBuiltRow) {
       {1, 129, 4, 2, true, DenseLayout::kPadded, true},  // one past a 128-row unit
       {2, 200, 2, 1, false, DenseLayout::kBSHD, true},   // no multiple of 64 or 128
       {1, 300, 2, 2, true, DenseLayout::kBHSD, false},
+      // Causal with S % 192 = 64 (hdim64_seq4k's remainder): on sm90 at
+      // D = 64 row block 0 starts 128 rows before row 0, at D >= 128 no
+      // shift; 520 % 128 = 8 shifts block 0 by 64 rows at D >= 128.
+      {1, 448, 2, 1, true, DenseLayout::kBHSD, true},
+      {1, 520, 2, 2, true, DenseLayout::kBSHD, true},
   });
 }
 
