@@ -55,10 +55,10 @@ struct KernelLauncher {
       return false;
     } else {
       static core::PerDeviceCache cache;
-      return cache.get([] {
-               cudaFuncAttributes attributes{};
-               return cudaFuncGetAttributes(&attributes, Kernel) == cudaSuccess && attributes.ptxVersion >= 90 ? 2 : 1;
-             }) == 2;
+      return cache.get_flag([] {
+        cudaFuncAttributes attributes{};
+        return cudaFuncGetAttributes(&attributes, Kernel) == cudaSuccess && attributes.ptxVersion >= 90;
+      });
     }
   }
   static cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream) {

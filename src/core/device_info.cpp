@@ -32,7 +32,7 @@ int compute_capability() {
 
 bool schedule_overlaps_prior_kernels() {
   static PerDeviceCache cache;
-  return cache.get([] { return schedule::schedule_overlaps_its_neighbours() ? 2 : 1; }) == 2;
+  return cache.get_flag([] { return schedule::schedule_overlaps_its_neighbours(); });
 }
 
 namespace {

@@ -27,6 +27,12 @@ class PerDeviceCache {
     if (value > 0) values_[device].store(value, std::memory_order_relaxed);
     return value;
   }
+  // A yes/no fact, kept as 2 or 1 (0 is "not read yet"); false when the
+  // runtime fails.
+  template <typename Compute>
+  bool get_flag(Compute compute) {
+    return get([&] { return compute() ? 2 : 1; }) == 2;
+  }
 
  private:
   static constexpr int kMaxDevices = 64;
