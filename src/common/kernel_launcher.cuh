@@ -55,10 +55,7 @@ struct KernelLauncher {
       return false;
     } else {
       static core::PerDeviceCache cache;
-      return cache.get_flag([] {
-        cudaFuncAttributes attributes{};
-        return cudaFuncGetAttributes(&attributes, Kernel) == cudaSuccess && attributes.ptxVersion >= 90;
-      });
+      return cache.get_flag([] { return loaded_code_waits_for_prior_grids(Kernel); });
     }
   }
   static cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream) {

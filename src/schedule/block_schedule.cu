@@ -382,12 +382,10 @@ bool schedule_overlaps_its_neighbours() {
   // One translation unit, one gencode: the runtime picks the same pass for
   // all four kernels, but each is read, so that a build that splits them
   // cannot launch one without its wait.
-  auto waits = [](auto kernel) {
-    cudaFuncAttributes attributes{};
-    return cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90;
-  };
-  return waits(one_pass_kernel) && waits(sequence_pass_kernel<NarrowChunks>) &&
-         waits(sequence_pass_kernel<WideChunks>) && waits(entry_pass_kernel);
+  return loaded_code_waits_for_prior_grids(one_pass_kernel) &&
+         loaded_code_waits_for_prior_grids(sequence_pass_kernel<NarrowChunks>) &&
+         loaded_code_waits_for_prior_grids(sequence_pass_kernel<WideChunks>) &&
+         loaded_code_waits_for_prior_grids(entry_pass_kernel);
 }
 
 }  // namespace blockattn::schedule

@@ -12,9 +12,11 @@
 // counters, its outputs): the wait returns once every earlier kernel has
 // completed and its writes are visible. The wait compiles to nothing in a
 // pre-sm_90 pass, so a kernel may be launched overlapped only where the code
-// the runtime loaded comes from an sm_90 pass: the sm90 backend's kernels
-// (sm_90a alone; their configs say so with kWaitsForPriorGrids) and the
-// schedule's where schedule_overlaps_its_neighbours() (block_schedule.h).
+// the runtime loaded comes from an sm_90 pass (loaded_code_waits_for_prior_grids):
+// the attention kernels whose configs say kWaitsForPriorGrids (the sm90
+// backend's, and the sm80 forwards at D >= 224 where their sm_90a pass is
+// loaded; KernelLauncher checks per device) and the schedule's where
+// schedule_overlaps_its_neighbours() (block_schedule.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,6 +40,15 @@ __device__ __forceinline__ void let_next_grid_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
+}
+
+// Host side: whether the code the runtime loaded for `kernel` on the current
+// device comes from an sm_90 or later pass, where wait_for_prior_grids() is
+// not a no-op. A runtime query: callers keep the answer per device.
+template <typename... KernelArgs>
+bool loaded_code_waits_for_prior_grids(void (*kernel)(KernelArgs...)) {
+  cudaFuncAttributes attributes{};
+  return cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90;
 }
 
 // Host side: launches `kernel` on `stream`, allowed to overlap the kernel

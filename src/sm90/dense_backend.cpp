@@ -62,7 +62,8 @@ class Sm90DenseBackend final : public core::DenseKernelBackend {
     params.out = p.out;
     // Rows before row 0 are skipped a whole consumer warpgroup at a time:
     // its key tiles count none, and TMA fills its Q rows with zeros.
-    params.attn = dense_attn_params(p, dense_rows_per_unit(p.shape.head_dim), 64);
+    const int rows = dense_rows_per_unit(p.shape.head_dim);
+    params.attn = dense_attn_params(p, rows, rows / dense_consumers(p.shape.head_dim));
     return launch_dense(*find_dense_entry(kKernels, p), params, p.causal, params.attn.num_items, stream,
                         "launching the kHopper dense forward kernel");
   }
