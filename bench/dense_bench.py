@@ -10,6 +10,13 @@ triton.testing.do_bench), max_diff against PyTorch SDPA's output and correct
 (max_diff < 1e-2). FLOPs = 4 B S^2 H D, halved under the causal mask. The
 same-run fp16 8192^3 GEMM rate is printed for reference.
 
+--rounds N (default 3) times the implementations in turn N times and
+reports each one's median round, with the spread of its rounds
+((max - min) / median). An H100 under tensor load lowers its clock by power,
+so one kernel's time moves by up to 10% within a process (docs/perf.md,
+"Session 42"); timed one after the other once each, two implementations can
+differ by that drift alone.
+
 Implementations: blockattn (custom_attention_forward below), SDPA's
 FlashAttention-2 and cuDNN backends, and FlexAttention (torch.compile'd, with a
 causal block mask). One that cannot run here is reported as unavailable.
@@ -86,7 +93,7 @@ IMPLEMENTATIONS = {
 }
 
 
-def run_config(name, dtype_name, causal, flex) -> list[dict]:
+def run_config(name, dtype_name, causal, flex, rounds=1) -> list[dict]:
     B, S, H, D = CONFIGS[name]
     dtype = DTYPES[dtype_name]
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -96,27 +103,30 @@ def run_config(name, dtype_name, causal, flex) -> list[dict]:
     impls = dict(IMPLEMENTATIONS)
     if flex is not None:
         impls["flex_attention"] = flex
-    rows = []
+    rows = {}
     for impl, fn in impls.items():
         row = {"config": name, "dtype": dtype_name, "causal": causal, "impl": impl}
+        rows[impl] = row
         try:
             out = fn(q, k, v, causal)
             torch.cuda.synchronize()
-            ms = bench_ms(lambda: fn(q, k, v, causal))
         except Exception as exc:  # an implementation this environment lacks
             row.update(unavailable=f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
-            rows.append(row)
             continue
         max_diff = (out.float() - reference.float()).abs().max().item()
-        row.update(
-            tflops=flops / (ms * 1e-3) / 1e12,
-            latency_ms=ms,
-            max_diff=max_diff,
-            correct=int(max_diff < CORRECT_TOLERANCE and math.isfinite(max_diff)),
-        )
-        rows.append(row)
+        row.update(max_diff=max_diff, correct=int(max_diff < CORRECT_TOLERANCE and math.isfinite(max_diff)), ms=[])
         del out
-    return rows
+    # The implementations in turn, so that a drift of the clock reaches all alike.
+    for _ in range(rounds):
+        for impl, fn in impls.items():
+            if "ms" in rows[impl]:
+                rows[impl]["ms"].append(bench_ms(lambda: fn(q, k, v, causal)))
+    for row in rows.values():
+        if "ms" in row:
+            times = sorted(row.pop("ms"))
+            ms = times[len(times) // 2]
+            row.update(tflops=flops / (ms * 1e-3) / 1e12, latency_ms=ms, spread=(times[-1] - times[0]) / ms)
+    return list(rows.values())
 
 
 def write_chart(rows: list[dict], path: Path) -> None:
@@ -164,6 +174,7 @@ def main() -> int:
     parser.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compile takes a while)")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     parser.add_argument("--chart", type=Path, help="write an SVG bar chart here")
+    parser.add_argument("--rounds", type=int, default=3, help="time the implementations in turn this many times")
     args = parser.parse_args()
 
     device = torch.cuda.get_device_name()
@@ -177,11 +188,17 @@ def main() -> int:
         except Exception as exc:
             print(f"# flex_attention unavailable: {exc}")
     rows = []
-    print(f"{'config':<16} {'dtype':<5} {'mask':<6} {'impl':<15} {'tflops':>7} {'latency_ms':>10} {'max_diff':>9} correct")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    spread = args.rounds > 1
+    print(
+        f"{'config':<16} {'dtype':<5} {'mask':<6} {'impl':<15} {'tflops':>7} {'latency_ms':>10} {'max_diff':>9} correct"
+        + (f" {'spread':>6}" if spread else "")
+    )
     for dtype_name in args.dtypes.split(","):
         for mode in args.modes.split(","):
             for name in args.configs.split(","):
-                for r in run_config(name, dtype_name, mode == "causal", flex):
+                for r in run_config(name, dtype_name, mode == "causal", flex, args.rounds):
                     rows.append(r)
                     mask = "causal" if r["causal"] else "full"
                     if "unavailable" in r:
@@ -190,10 +207,13 @@ def main() -> int:
                         print(
                             f"{name:<16} {dtype_name:<5} {mask:<6} {r['impl']:<15} {r['tflops']:7.1f} "
                             f"{r['latency_ms']:10.3f} {r['max_diff']:9.2e} {r['correct']}"
+                            + (f" {100 * r['spread']:11.1f}%" if spread else "")
                         )
                 torch.cuda.empty_cache()
     if args.json:
-        args.json.write_text(json.dumps({"device": device, "gemm_tflops": gemm, "rows": rows}, indent=1))
+        args.json.write_text(
+            json.dumps({"device": device, "gemm_tflops": gemm, "rounds": args.rounds, "rows": rows}, indent=1)
+        )
     if args.chart:
         write_chart(rows, args.chart)
     return 0

@@ -11,7 +11,8 @@
 # There:  (the device tool's run, carry ["build_ab_src"]) tools/dense_ab.sh build_ab_src
 #
 # Environment: DIMS (default "64;128;256"), CONFIGS, MODES (default
-# causal,full), DTYPES (default fp16), ROUNDS (default 2), TESTS=1 (also
+# causal,full), DTYPES (default fp16), ROUNDS (default 2; BENCH_ROUNDS, default
+# 1, is dense_bench.py's own --rounds within each run), TESTS=1 (also
 # build and run the new tree's DenseForward GPU tests), NEW_CUDA_FLAGS,
 # NEW_SRC (the new source folder, default this tree), TAG (suffix of the
 # build folders, so that several A/Bs share one device call), OUT.
@@ -32,7 +33,7 @@ for round in $(seq "$ROUNDS"); do
   for version in base new; do
     PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/$([ "$version" = new ] && echo "$new_dir" || echo "$base_dir")/libblockattn.so" timeout 300 \
       python3 bench/dense_bench.py ${CONFIGS:+--configs "$CONFIGS"} --modes "${MODES:-causal,full}" \
-      --dtypes "${DTYPES:-fp16}" --no-flex --json "$OUT/dense${TAG:-}_${version}_$round.json" \
+      --dtypes "${DTYPES:-fp16}" --rounds "${BENCH_ROUNDS:-1}" --no-flex --json "$OUT/dense${TAG:-}_${version}_$round.json" \
       >"$OUT/dense${TAG:-}_${version}_$round.log" 2>&1 || tail -5 "$OUT/dense${TAG:-}_${version}_$round.log"
   done
 done
