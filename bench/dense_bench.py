@@ -176,6 +176,8 @@ def main() -> int:
     parser.add_argument("--chart", type=Path, help="write an SVG bar chart here")
     parser.add_argument("--rounds", type=int, default=3, help="time the implementations in turn this many times")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
 
     device = torch.cuda.get_device_name()
     gemm = {name: gemm_tflops(DTYPES[name]) for name in args.dtypes.split(",")}
@@ -188,8 +190,6 @@ def main() -> int:
         except Exception as exc:
             print(f"# flex_attention unavailable: {exc}")
     rows = []
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
     spread = args.rounds > 1
     print(
         f"{'config':<16} {'dtype':<5} {'mask':<6} {'impl':<15} {'tflops':>7} {'latency_ms':>10} {'max_diff':>9} correct"
