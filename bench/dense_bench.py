@@ -103,10 +103,10 @@ def run_config(name, dtype_name, causal, flex, rounds=1) -> list[dict]:
     impls = dict(IMPLEMENTATIONS)
     if flex is not None:
         impls["flex_attention"] = flex
-    rows = {}
+    rows, times = [], {}  # times: each available implementation's rounds
     for impl, fn in impls.items():
         row = {"config": name, "dtype": dtype_name, "causal": causal, "impl": impl}
-        rows[impl] = row
+        rows.append(row)
         try:
             out = fn(q, k, v, causal)
             torch.cuda.synchronize()
@@ -114,19 +114,19 @@ def run_config(name, dtype_name, causal, flex, rounds=1) -> list[dict]:
             row.update(unavailable=f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
             continue
         max_diff = (out.float() - reference.float()).abs().max().item()
-        row.update(max_diff=max_diff, correct=int(max_diff < CORRECT_TOLERANCE and math.isfinite(max_diff)), ms=[])
+        row.update(max_diff=max_diff, correct=int(max_diff < CORRECT_TOLERANCE and math.isfinite(max_diff)))
+        times[impl] = []
         del out
     # The implementations in turn, so that a drift of the clock reaches all alike.
     for _ in range(rounds):
-        for impl, fn in impls.items():
-            if "ms" in rows[impl]:
-                rows[impl]["ms"].append(bench_ms(lambda: fn(q, k, v, causal)))
-    for row in rows.values():
-        if "ms" in row:
-            times = sorted(row.pop("ms"))
-            ms = times[len(times) // 2]
-            row.update(tflops=flops / (ms * 1e-3) / 1e12, latency_ms=ms, spread=(times[-1] - times[0]) / ms)
-    return list(rows.values())
+        for impl, rounds_ms in times.items():
+            rounds_ms.append(bench_ms(lambda: impls[impl](q, k, v, causal)))
+    for row in rows:
+        if row["impl"] in times:
+            ms_sorted = sorted(times[row["impl"]])
+            ms = ms_sorted[len(ms_sorted) // 2]
+            row.update(tflops=flops / (ms * 1e-3) / 1e12, latency_ms=ms, spread=(ms_sorted[-1] - ms_sorted[0]) / ms)
+    return rows
 
 
 def write_chart(rows: list[dict], path: Path) -> None:
