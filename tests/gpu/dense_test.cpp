@@ -39,6 +39,8 @@ struct DenseCase {
   bool causal;
   DenseLayout layout;
   bool lse;
+  float scale = 0.f;        // softmax scale; 0: the default 1/sqrt(D)
+  double key_growth = 0.0;  // key row s drawn times 1 + key_growth * s / S: scores that rise along the keys
 };
 
 struct View {
@@ -78,7 +80,8 @@ struct DeviceTensor {
   }
   DenseTensorView dense_view() const { return {buffer.get(), view.batch_stride, view.head_stride, view.seq_stride}; }
 
-  void fill_random(std::mt19937_64& rng, int64_t B, int H, int64_t S, int D) {
+  // Normal values; row s times 1 + growth * s / S.
+  void fill_random(std::mt19937_64& rng, int64_t B, int H, int64_t S, int D, double growth = 0.0) {
     std::normal_distribution<double> normal(0.0, 1.0);
     std::vector<T> host(buffer.count(), from_double<T>(0.0));
     values.assign(static_cast<size_t>(B * H * S * D), 0.0);
@@ -86,7 +89,7 @@ struct DeviceTensor {
       for (int h = 0; h < H; ++h)
         for (int64_t s = 0; s < S; ++s)
           for (int d = 0; d < D; ++d) {
-            const T x = from_double<T>(normal(rng));
+            const T x = from_double<T>(normal(rng) * (1.0 + growth * static_cast<double>(s) / static_cast<double>(S)));
             host[at(b, h, s, d)] = x;
             values[dense_index(b, h, s, d, H, S, D)] = to_double(x);
           }
@@ -121,11 +124,11 @@ void run_case(const DenseKernelConfig& row, const DenseCase& c, std::mt19937_64&
   DeviceTensor<T> q(c.layout, B, c.hq, S, D), k(c.layout, B, c.hkv, S, D), v(c.layout, B, c.hkv, S, D),
       out(c.layout, B, c.hq, S, D);
   q.fill_random(rng, B, c.hq, S, D);
-  k.fill_random(rng, B, c.hkv, S, D);
+  k.fill_random(rng, B, c.hkv, S, D, c.key_growth);
   v.fill_random(rng, B, c.hkv, S, D);
   DeviceBuffer<float> lse(static_cast<size_t>(B * c.hq * S));
 
-  reference::DenseProblem rp{B, S, c.hq, c.hkv, D, c.causal, 0.0};
+  reference::DenseProblem rp{B, S, c.hq, c.hkv, D, c.causal, static_cast<double>(c.scale)};
   std::vector<double> ref, ref_lse;
   reference::dense_forward(rp, q.values, k.values, v.values, ref, &ref_lse);
 
@@ -137,6 +140,7 @@ void run_case(const DenseKernelConfig& row, const DenseCase& c, std::mt19937_64&
   a.out = out.dense_view();
   a.lse = c.lse ? lse.get() : nullptr;
   a.causal = c.causal;
+  a.softmax_scale = c.scale;
   a.backend = row.backend;
   out.buffer.poison();
   lse.poison();
@@ -172,10 +176,11 @@ void run_case(const DenseKernelConfig& row, const DenseCase& c, std::mt19937_64&
     for (size_t i = 0; i < got_lse.size(); ++i)
       lse_err = std::max(lse_err, std::abs(got_lse[i] - ref_lse[i]) / std::max(1.0, std::abs(ref_lse[i])));
   }
-  std::printf("  %s %s d%d B%lld S%lld h%d/%d %s layout%d%s: rel_l2=%.2e max_abs=%.2e lse_err=%.1e\n",
-              backend_name(row.backend), dtype_name(row.dtype), D, static_cast<long long>(B),
-              static_cast<long long>(S), c.hq, c.hkv, c.causal ? "causal" : "full", static_cast<int>(c.layout),
-              c.lse ? " +lse" : "", rel_l2, max_abs, lse_err);
+  std::printf(
+      "  %s %s d%d B%lld S%lld h%d/%d %s layout%d%s scale %g growth %g: rel_l2=%.2e max_abs=%.2e lse_err=%.1e\n",
+      backend_name(row.backend), dtype_name(row.dtype), D, static_cast<long long>(B), static_cast<long long>(S), c.hq,
+      c.hkv, c.causal ? "causal" : "full", static_cast<int>(c.layout), c.lse ? " +lse" : "",
+      static_cast<double>(c.scale), c.key_growth, rel_l2, max_abs, lse_err);
   EXPECT_EQ(nonfinite, 0u);
   EXPECT_EQ(clobbered, 0u) << "writes outside the output rows";
   EXPECT_LE(rel_l2, tolerance(row.dtype));
@@ -200,9 +205,9 @@ void run_cases(const std::vector<DenseCase>& cases) {
 
 TEST(DenseForward, EdgeLengthsBothMasksEveryBuiltRow) {
   run_cases({
-      {1, 1, 1, 1, false, DenseLayout::kBHSD, true},     // a single query and key
+      {1, 1, 1, 1, false, DenseLayout::kBHSD, true},  // a single query and key
       {1, 1, 2, 1, true, DenseLayout::kBSHD, true},
-      {2, 37, 2, 2, true, DenseLayout::kBHSD, true},     // shorter than any tile
+      {2, 37, 2, 2, true, DenseLayout::kBHSD, true},  // shorter than any tile
       {1, 64, 2, 1, false, DenseLayout::kPadded, false},
       {1, 129, 4, 2, true, DenseLayout::kPadded, true},  // one past a 128-row unit
       {2, 200, 2, 1, false, DenseLayout::kBSHD, true},   // no multiple of 64 or 128
@@ -212,6 +217,22 @@ TEST(DenseForward, EdgeLengthsBothMasksEveryBuiltRow) {
       // shift; 520 % 128 = 8 shifts block 0 by 64 rows at D >= 128.
       {1, 448, 2, 1, true, DenseLayout::kBHSD, true},
       {1, 520, 2, 2, true, DenseLayout::kBSHD, true},
+  });
+}
+
+// Scores that rise along the keys, so that a row's max climbs many times
+// within one unit: the online softmax must move its running max and rescale
+// the output accumulated so far each time (an optimization that skips the
+// rescale when the max barely moves, docs/experiments/dense-lazy-rescale.patch,
+// is what this guards). Key rows grow to 8x the first ones (scores up to ~24
+// in natural units at the default scale), and a larger scale makes the climb
+// steeper still.
+TEST(DenseForward, RisingScoresMoveTheRunningMax) {
+  run_cases({
+      {1, 700, 2, 1, false, DenseLayout::kBHSD, true, 0.f, 7.0},
+      {1, 700, 2, 2, true, DenseLayout::kBSHD, true, 0.f, 7.0},
+      {2, 333, 2, 1, false, DenseLayout::kPadded, true, 0.5f, 3.0},
+      {1, 1000, 1, 1, true, DenseLayout::kBHSD, true, 0.5f, 3.0},
   });
 }
 
