@@ -133,6 +133,27 @@ def test_compile_fullgraph_and_cuda_graph():
     torch.testing.assert_close(static_out, blockattn.attention(q, k, v, causal=True), rtol=0, atol=0)
 
 
+def test_eager_calls_skip_the_dispatcher(monkeypatch):
+    """An eager call runs dense._run directly, with the same bits as the
+    registered op, which traced and mode-wrapped calls still go through."""
+    q, k, v = make(2, 4, 2, 300, 64, torch.bfloat16)
+    through_op = []
+    op = torch.ops.blockattn.dense_attention_fwd
+    monkeypatch.setattr(
+        dense.torch.ops.blockattn, "dense_attention_fwd", lambda *a: (through_op.append(a), op(*a))[1], raising=False
+    )
+    eager, eager_lse = blockattn.attention(q, k, v, causal=True, return_lse=True)
+    assert through_op == [], "an eager call went through the custom-op dispatcher"
+    monkeypatch.undo()
+    want, want_lse = torch.ops.blockattn.dense_attention_fwd(q, k, v, True, 1 / math.sqrt(64), True)
+    assert torch.equal(eager, want) and torch.equal(eager_lse, want_lse)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:  # a dispatch mode: the registered op, and its FLOP formula
+        blockattn.attention(q, k, v, causal=True)
+    assert counter.get_total_flops() == 4 * 2 * 4 * 300 * 300 * 64 // 2
+
+
 def test_bad_arguments_are_named():
     q, k, v = make(1, 2, 2, 16, 64, torch.float16)
     with pytest.raises(TypeError, match="q must be float16 or bfloat16"):
