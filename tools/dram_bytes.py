@@ -18,6 +18,10 @@ docs/perf.md, "Session 32". Run on a GPU machine with ncu:
 
     python3 tools/dram_bytes.py build [--workloads a,b] [-- extra bench_blockattn args]
 
+With `-- --rotary`, four more lines per workload: the forward and backward
+with q, k, v rotated, fp32 table ("r32") and 16-bit table ("r16"), found by
+their place in bench_blockattn's launch order (LAUNCHES_PER_VARIANT below).
+
 Prints one line per workload and direction: DRAM bytes against the floor,
 warp instructions executed (millions), the kernel's time under ncu, and the
 SMs' busy cycles (least busy SM and mean, % of the kernel's elapsed
@@ -59,10 +63,18 @@ def shape_of(bench, workload, extra):
         return json.load(open(out.name))["results"][0]
 
 
-def measure(program, kernel_regex):
-    """{metric: value in base units} of the second launch matching the regex."""
+# bench_blockattn launches each kernel once, then median_ms's 3 warm-ups and
+# its reps (at least 20) for every variant it times: the plain kernels, then
+# with --rotary the fp32-table and the 16-bit-table ones.
+BENCH_REPS = 20
+LAUNCHES_PER_VARIANT = 1 + 3 + BENCH_REPS
+
+
+def measure(program, kernel_regex, skip=1):
+    """{metric: value in base units} of the launch matching the regex after
+    skipping `skip` of them (1: the second, past the warm-up)."""
     cmd = ["ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", METRICS,
-           "-k", "regex:" + kernel_regex, "-s", "1", "-c", "1"] + program
+           "-k", "regex:" + kernel_regex, "-s", str(skip), "-c", "1"] + program
     text = subprocess.run(cmd, capture_output=True, text=True).stdout
     rows = [line for line in text.splitlines() if line.startswith('"')]
     values = {}
@@ -90,20 +102,24 @@ def main():
     extra = [a for a in extra if a != "--"]
     bench = os.path.join(args.build, "bench", "bench_blockattn")
     fa2_once = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fa2_forward_once.py")
-    print(f"{'workload':<24} {'dir':<4} {'read GB':>8} {'floor':>7} {'ratio':>6} "
+    print(f"{'workload':<24} {'dir':<8} {'read GB':>8} {'floor':>7} {'ratio':>6} "
           f"{'write GB':>8} {'floor':>7} {'ratio':>6} {'inst M':>8} {'ms':>7} {'SM busy min/mean %':>18}")
     for workload in args.workloads.split(","):
         shape = shape_of(bench, workload, extra)
         fwd_read, fwd_write, bwd_read, bwd_write = floors(shape)
-        ours = [bench, "--reps", "1", "--workloads", workload] + extra
-        runs = [("fwd", ours, "forward_kernel", fwd_read, fwd_write),
-                ("bwd", ours, "backward_kernel", bwd_read, bwd_write)]
+        ours = [bench, "--reps", str(BENCH_REPS), "--workloads", workload] + extra
+        runs = [("fwd", ours, "forward_kernel", fwd_read, fwd_write, 1),
+                ("bwd", ours, "backward_kernel", bwd_read, bwd_write, 1)]
+        if "--rotary" in extra:  # the same kernels with q, k, v rotated: fp32 table, then 16-bit
+            for i, table in ((1, "r32"), (2, "r16")):
+                runs += [(f"fwd {table}", ours, "forward_kernel", fwd_read, fwd_write, i * LAUNCHES_PER_VARIANT + 1),
+                         (f"bwd {table}", ours, "backward_kernel", bwd_read, bwd_write, i * LAUNCHES_PER_VARIANT + 1)]
         if args.fa2:
-            runs.append(("fa2", [sys.executable, fa2_once, workload], "flash_fwd", fwd_read, fwd_write))
-        for direction, program, regex, read_floor, write_floor in runs:
-            m = measure(program, regex)
+            runs.append(("fa2", [sys.executable, fa2_once, workload], "flash_fwd", fwd_read, fwd_write, 1))
+        for direction, program, regex, read_floor, write_floor, skip in runs:
+            m = measure(program, regex, skip)
             if "dram__bytes_read.sum" not in m:
-                print(f"{workload:<24} {direction:<4} (no kernel matched {regex})")
+                print(f"{workload:<24} {direction:<8} (no kernel matched {regex})")
                 continue
             read, write = m["dram__bytes_read.sum"], m.get("dram__bytes_write.sum", 0.0)
             ms = m.get("gpu__time_duration.sum", 0.0) / 1e6
@@ -111,7 +127,7 @@ def main():
             elapsed = m.get("sm__cycles_elapsed.avg", 0.0) or 1.0
             least, mean = (100 * m.get(f"sm__cycles_active.{s}", 0.0) / elapsed for s in ("min", "avg"))
             busy = f"{least:.1f} / {mean:.1f}"
-            print(f"{workload:<24} {direction:<4} {read / 1e9:8.3f} {read_floor / 1e9:7.3f} {read / read_floor:6.3f} "
+            print(f"{workload:<24} {direction:<8} {read / 1e9:8.3f} {read_floor / 1e9:7.3f} {read / read_floor:6.3f} "
                   f"{write / 1e9:8.3f} {write_floor / 1e9:7.3f} {write / write_floor:6.3f} {inst:8.1f} {ms:7.3f} {busy:>18}")
         sys.stdout.flush()
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "common/dense_kernel_entry.h"
 #include "common/kernel_entry.h"
@@ -27,6 +28,18 @@ constexpr bool kConfigWaitsForPriorGrids = false;
 template <typename Config>
 constexpr bool kConfigWaitsForPriorGrids<Config, std::void_t<decltype(Config::kWaitsForPriorGrids)>> =
     Config::kWaitsForPriorGrids;
+
+// A config's launch_smem_bytes(params) where it has one: the dynamic shared
+// memory of one launch, at most kSmemBytes (a kernel with a region it uses on
+// some launches only: less shared memory leaves the SM more L1).
+template <typename Config, typename Params, typename = void>
+struct ConfigLaunchSmem {
+  static int bytes(const Params&) { return Config::kSmemBytes; }
+};
+template <typename Config, typename Params>
+struct ConfigLaunchSmem<Config, Params, std::void_t<decltype(Config::launch_smem_bytes(std::declval<Params>()))>> {
+  static int bytes(const Params& p) { return Config::launch_smem_bytes(p); }
+};
 
 template <typename Params, void (*Kernel)(Params), typename Config>
 struct KernelLauncher {
@@ -59,7 +72,8 @@ struct KernelLauncher {
     }
   }
   static cudaError_t launch(const Params& p, int num_ctas, cudaStream_t stream) {
-    return launch_after_prior_grids(waits_for_prior_grids(), Kernel, num_ctas, kThreads, kSmemBytes, stream, p);
+    return launch_after_prior_grids(waits_for_prior_grids(), Kernel, num_ctas, kThreads,
+                                    ConfigLaunchSmem<Config, Params>::bytes(p), stream, p);
   }
 };
 

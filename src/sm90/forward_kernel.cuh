@@ -10,6 +10,10 @@
 //            and leaves with 16-byte stores that skip rows past the block end.
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
+// With rotary at D = 128 (forward_stages_angles) the producer also brings
+// each tile's cos and sin table rows by TMA into a slot of its consumer,
+// a tile ahead (StagedAngleSlots below), so that the prologue's rotation
+// reads its angles from shared memory instead of waiting on the L2.
 //
 // Head dims that are not a multiple of 64 (32, 96, 160, 224) fill whole
 // 64-column chunks (tile_chunk_cols in params.h): the TMA box reads past the
@@ -18,6 +22,8 @@
 // S sums over the D real columns only; O = P V runs over the padded width
 // (a wgmma N the instruction has) and only D columns are stored.
 #pragma once
+
+#include <type_traits>
 
 #include "common/kernel_launcher.cuh"
 #include "sm90/frame.cuh"
@@ -49,6 +55,7 @@ constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kin
 template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles, int kHeadsPerSlot>
 struct ForwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
+  static constexpr int kHeadDim = D;
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
@@ -125,10 +132,55 @@ struct ForwardSmem {
   __device__ T* v(int stage, int head = 0) const { return q(stage, head) + Cfg::kHeads * Cfg::kTileBytes; }
 };
 
-template <typename T, int D, int B, int C, bool P, int H, typename Hooks>
+// Consumer c's slot of staged rotary table rows (forward_stages_angles),
+// in dynamic shared memory after the ring's barriers (a launch without
+// staged angles leaves the region out: ForwardLaunchConfig). The producer
+// fills c's slot for c's next tile once c has rotated its current one
+// (`empty`: 128 arrivals, one per consumer thread after its last read), so
+// the copy runs under c's products of the current tile. One table's rows:
+// kRows x r/2 16-bit values, r <= D.
+template <typename Cfg>
+struct StagedAngleSlots {
+  static constexpr int kTableRows = Cfg::kRows;
+  static constexpr int kTableBytes = kTableRows * (Cfg::kHeadDim / 2) * 2;
+  static constexpr int kSlotBytes = 2 * kTableBytes;                                         // cos rows, then sin rows
+  static constexpr int kRingBytes = Cfg::kStages * Cfg::kStageBytes + 2 * Cfg::kStages * 8;  // ForwardSmem's
+  static constexpr int kOffset = (kRingBytes + 127) / 128 * 128;
+  static constexpr int kExtraSmemBytes =
+      kOffset + Cfg::kConsumers * (kSlotBytes + 2 * 8) - kRingBytes;  // beside Cfg::kSmemBytes
+  unsigned char* slots;                                               // [consumers][kSlotBytes]
+  Barrier* full;   // [consumers] producer -> consumer: the rows have landed
+  Barrier* empty;  // [consumers] consumer -> producer: the slot may be refilled
+
+  __device__ explicit StagedAngleSlots(unsigned char* ring)
+      : slots(ring + kOffset),
+        full(reinterpret_cast<Barrier*>(slots + Cfg::kConsumers * kSlotBytes)),
+        empty(full + Cfg::kConsumers) {}
+  __device__ unsigned char* cos(int consumer) const { return slots + consumer * kSlotBytes; }
+  __device__ unsigned char* sin(int consumer) const { return cos(consumer) + kTableBytes; }
+};
+// In place of StagedAngleSlots where a kernel stages none.
+struct NoStagedAngles {
+  __device__ explicit NoStagedAngles(unsigned char*) {}
+};
+
+// A forward kernel's launch config: its ring's, and the angle slots where
+// it stages angles, launched with them only where the host staged them
+// (Params::staged_angles): the 32 KB they take at D = 128 would otherwise
+// come out of the L1 that the table's direct reads hit (fp32 tables).
+template <typename Cfg, bool kStagedAngles>
+struct ForwardLaunchConfig : Cfg {
+  static constexpr int kSmemBytes = Cfg::kSmemBytes + (kStagedAngles ? StagedAngleSlots<Cfg>::kExtraSmemBytes : 0);
+  static int launch_smem_bytes(const Params& p) { return p.staged_angles ? kSmemBytes : Cfg::kSmemBytes; }
+};
+
+// `angles`: StagedAngleSlots where the kernel stages the rotary rows (then
+// `angle_phase` is this consumer's parity of its slot), else NoStagedAngles.
+template <typename T, int D, int B, int C, bool P, int H, typename Hooks, typename Angles>
 __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks,
                                              const ForwardSmem<T, D, B, C, P, H>& sm,
-                                             const tile::TileCoords& slot_coords, int stage, int consumer) {
+                                             const tile::TileCoords& slot_coords, int stage, int consumer,
+                                             const Angles& angles, uint32_t& angle_phase) {
   using Cfg = ForwardConfig<T, D, B, C, P, H>;
   using Layout = typename Cfg::Layout;
   constexpr int kKeys = Cfg::kKeys;
@@ -155,7 +207,17 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
     tile::zero_rows_from<Layout, Cfg::kRows, D, 128>(ops.v, valid, tid);
   }
-  hooks.template prologue<Layout, Cfg::kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+  if constexpr (std::is_same_v<Angles, NoStagedAngles>) {
+    hooks.template prologue<Layout, Cfg::kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+  } else if (p.staged_angles) {
+    angles.full[consumer].wait(angle_phase);
+    angle_phase ^= 1;
+    hooks.template prologue<Layout, Cfg::kRows, D, 128>(
+        t, tid, ops.q, ops.k, ops.v, tile::StagedAngles{angles.cos(consumer), angles.sin(consumer), t.first_position});
+    angles.empty[consumer].arrive();  // this thread's reads of the slot are done
+  } else {
+    hooks.template prologue<Layout, Cfg::kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+  }
   if (valid < Cfg::kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
     named_barrier_sync(barrier_id, 128);
@@ -238,6 +300,23 @@ __device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSm
   }
 }
 
+// The producer's copy of tile t's table rows into consumer c's slot, once c
+// has rotated its previous tile: kRows rows of each table from the block's
+// first position (rows past the table read as zeros; the prologue treats
+// those positions as the identity without reading them).
+template <typename Slots>
+__device__ __forceinline__ void load_angles(const Params& p, const Slots& angles, const tile::TileCoords& t, int c,
+                                            uint32_t& loads) {
+  const RingSlot<1> slot{0, (loads >> c) & 1u};
+  loads ^= 1u << c;
+  angles.empty[c].wait(slot.empty_parity());
+  // Two whole boxes of kTableRows rows x r/2 16-bit values (zero-filled rows count).
+  angles.full[c].arrive_expect_tx(2 * Slots::kTableRows * static_cast<uint32_t>(p.attn.rotary.half) * 2);
+  const int32_t at[2] = {0, static_cast<int32_t>(t.first_position)};
+  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, angles.cos(c), &p.cos_map, at, &angles.full[c].word);
+  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, angles.sin(c), &p.sin_map, at, &angles.full[c].word);
+}
+
 template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
 __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
     forward_kernel(const __grid_constant__ Params p) {
@@ -250,12 +329,40 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
   // The walk's tiles are slots: (block, kHeads neighbouring query heads).
   tile::QueryHeadWalk<F, H> coords_of(p.attn);  // the producer's alone
   const int num_tiles = p.attn.schedule.block_count() * coords_of.units_per_block();
+
+  constexpr bool kStagedAngles = forward_stages_angles(D, F, P);
+  using Angles = std::conditional_t<kStagedAngles, StagedAngleSlots<Cfg>, NoStagedAngles>;
+  const Angles angles(sm.tiles);
+  if constexpr (kStagedAngles) {
+    static_assert(H == 1 && Cfg::kStages % C == 0, "consumer c takes the fixed stages c, c + C, ...");
+    static_assert(ForwardLaunchConfig<Cfg, true>::kSmemBytes + 512 <= 227 * 1024,
+                  "the angle slots do not fit beside the ring and the published tiles");
+    // Only where the launch has the slots' region (launch_smem_bytes); made
+    // visible to TMA by run_frame's fence and __syncthreads.
+    if (threadIdx.x == 0 && p.staged_angles) {
+      for (int c = 0; c < C; ++c) {
+        angles.full[c].init(1);
+        angles.empty[c].init(128);
+      }
+    }
+  }
+  uint32_t angle_loads = 0;  // the producer's: bit c is the parity of consumer c's slot fills
+  uint32_t angle_phase = 0;  // a consumer thread's: the parity of its slot's next fill
+
   // The consumers take the producer's coordinates as published: with the
   // hooks' look_ahead on them (what the backward does), the rotary forward
   // gained nothing and lost 2-4% at sweep-d64-L256-f0.5 (docs/perf.md, "The
-  // table row looked up ahead").
+  // table row looked up ahead"). Where the angles are staged the producer
+  // needs the block's first table row for their copy, and publishes it.
   run_frame<Cfg>(
-      sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
+      sm.full, sm.empty, num_tiles, p.attn.schedule.claims,
+      [&](int tile) BLOCKATTN_INLINE {
+        tile::TileCoords t = coords_of(tile);
+        if constexpr (kStagedAngles) {
+          if (p.staged_angles) t = hooks.look_ahead(t);
+        }
+        return t;
+      },
       [](const tile::TileCoords& t) BLOCKATTN_INLINE { return t; },
       [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
         if constexpr (Cfg::kHeads == 1) {
@@ -267,9 +374,12 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
         } else {
           load_head_pairs(p, sm, t, stage, full);
         }
+        if constexpr (kStagedAngles) {
+          if (p.staged_angles) load_angles(p, angles, t, stage % C, angle_loads);
+        }
       },
       [&](const tile::TileCoords& t, int stage, int consumer)
-          BLOCKATTN_INLINE { forward_tile<T, D, B, C, P, H>(p, hooks, sm, t, stage, consumer); });
+          BLOCKATTN_INLINE { forward_tile<T, D, B, C, P, H>(p, hooks, sm, t, stage, consumer, angles, angle_phase); });
 }
 
 }  // namespace blockattn::sm90
@@ -277,16 +387,20 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
 namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
-  using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong), false,
-                                     sm90::forward_heads_per_slot(D, F, BatchKind::kLong)>;
+  using Config =
+      sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong), false,
+                                                    sm90::forward_heads_per_slot(D, F, BatchKind::kLong)>,
+                                sm90::forward_stages_angles(D, F, false)>;
   static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, false, Config::kHeads>;
   // For batches of short sequences: forward_consumers()'s count, packed
   // tiles where forward_packs_short_sequences() and head pairs where
   // forward_heads_per_slot(); the same kernel where none changes.
   struct ShortSequences {
-    using Config = sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kShort),
-                                       sm90::forward_packs_short_sequences(D),
-                                       sm90::forward_heads_per_slot(D, F, BatchKind::kShort)>;
+    using Config =
+        sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kShort),
+                                                      sm90::forward_packs_short_sequences(D),
+                                                      sm90::forward_heads_per_slot(D, F, BatchKind::kShort)>,
+                                  sm90::forward_stages_angles(D, F, sm90::forward_packs_short_sequences(D))>;
     static constexpr auto kernel =
         sm90::forward_kernel<T, D, B, F, Config::kConsumers, Config::kPacked, Config::kHeads>;
   };

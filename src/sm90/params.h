@@ -48,6 +48,16 @@ constexpr int forward_heads_per_slot(int head_dim, core::Fusion fusion, BatchKin
   return head_dim == 64 && kind == BatchKind::kShort && fusion == core::Fusion::kNone ? 2 : 1;
 }
 
+// Whether the forward's producer stages each tile's rotary table rows in
+// shared memory by TMA (a slot per consumer, loaded a tile ahead), where
+// 16-bit tables allow it (the host's choice, Params::staged_angles): at
+// D = 128 on long batches, where two 16 KB slots fit beside the four 48 KB
+// stages and the table's loads after the stage wait were what the rotary
+// forward cost (docs/perf.md, "Session 43").
+constexpr bool forward_stages_angles(int head_dim, core::Fusion fusion, bool packed_tiles) {
+  return fusion == core::Fusion::kRotary && head_dim == 128 && !packed_tiles;
+}
+
 // Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
 // which this backend runs wherever num_q_heads != num_kv_heads; other grouped
 // backwards are refused here and run on kPortable. D = 64 and 128 at
@@ -120,6 +130,10 @@ struct Params {
   // Store maps of the backward's outputs, where the kernel's config says
   // kStoresByTma (the host reads it as KernelEntry::stores_by_tma).
   CUtensorMap dq_map, dk_map, dv_map;
+  // Maps of the rotary cos and sin tables ([P, r/2] rows, boxes of a block's
+  // rows), where staged_angles: the forward stages them
+  // (forward_stages_angles).
+  CUtensorMap cos_map, sin_map;
   // Outputs, written with plain 16-byte stores (or the maps above), never
   // past a block's end.
   TensorView out;         // forward
@@ -127,6 +141,7 @@ struct Params {
   AttentionParams attn;
   bool stepped_stores;  // the per-tile backward's row walk: backward_stores_stepped()
   int input_box_rows;   // the inputs' TMA box rows: backward_input_box_rows()
+  bool staged_angles;   // cos_map and sin_map are set (forward_stages_angles)
 };
 
 // The dense forward's: TMA maps of q, k, v ([B, H, S, D], rank 4) and the

@@ -1,5 +1,8 @@
 #include "sm90/tensor_map.h"
 
+#include <climits>
+#include <cstdint>
+
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
@@ -21,12 +24,17 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
+template <int kRank>
+bool encode_map(CUtensorMap* map, DType dtype, const void* data, const cuuint64_t (&dims)[kRank],
+                const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], CUtensorMapSwizzle swizzle,
+                CUtensorMapL2promotion promotion, const char** error);
+
 // A tiled map over `rank` dims (innermost first, contiguous; the innermost
 // is a head's D columns), its box's innermost extent one swizzle row: 64 x
 // 16-bit with 128-byte swizzle or 32 with 64-byte swizzle (tile::Chunked).
 // Out-of-range rows read as zeros.
 template <int kRank>
-bool encode_tiled(CUtensorMap* map, DType dtype, void* data, const cuuint64_t (&dims)[kRank],
+bool encode_tiled(CUtensorMap* map, DType dtype, const void* data, const cuuint64_t (&dims)[kRank],
                   const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], const char** error) {
   const bool narrow_box = box[0] < tile::kChunkCols;
   const CUtensorMapSwizzle swizzle = narrow_box ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
@@ -43,6 +51,14 @@ bool encode_tiled(CUtensorMap* map, DType dtype, void* data, const cuuint64_t (&
   // read 92.9-93.1 there against 93.8, so not there.
   const CUtensorMapL2promotion promotion =
       narrow_box && dims[0] > box[0] ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  return encode_map<kRank>(map, dtype, data, dims, byte_strides, box, swizzle, promotion, error);
+}
+
+// Any tiled map of 16-bit elements: out-of-range elements read as zeros.
+template <int kRank>
+bool encode_map(CUtensorMap* map, DType dtype, const void* data, const cuuint64_t (&dims)[kRank],
+                const cuuint64_t (&byte_strides)[kRank - 1], const cuuint32_t (&box)[kRank], CUtensorMapSwizzle swizzle,
+                CUtensorMapL2promotion promotion, const char** error) {
   const auto encode = encode_fn();
   if (encode == nullptr) {
     *error = "cuTensorMapEncodeTiled is not available from the driver";
@@ -53,8 +69,8 @@ bool encode_tiled(CUtensorMap* map, DType dtype, void* data, const cuuint64_t (&
     element_strides[i] = 1;
   const CUresult r =
       encode(map, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, kRank,
-             data, dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+             const_cast<void*>(data), dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+             promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     *error = r == CUDA_ERROR_INVALID_CONTEXT ? "cuTensorMapEncodeTiled found no current CUDA context"
                                              : "cuTensorMapEncodeTiled rejected the tensor layout";
@@ -129,6 +145,20 @@ bool encode_dense_tile_map(CUtensorMap* map, const DenseTensorView& t, DType dty
                                  tma_byte_stride(t.batch_stride, batch, head_dim * seq_len * heads)};
   const cuuint32_t box[4] = {64, box_rows, 1, 1};
   return encode_tiled<4>(map, dtype, t.data, dims, strides, box, error);
+}
+
+bool encode_table_rows_map(CUtensorMap* map, const void* table, DType dtype, int64_t rows, int cols, int64_t row_stride,
+                           uint32_t box_rows, const char** error) {
+  if (rows <= 0 || rows > INT32_MAX || row_stride <= 0 || row_stride >= kMaxStrideElems || (row_stride * 2) % 16 != 0 ||
+      (cols * 2) % 16 != 0 || cols > 256 || reinterpret_cast<uintptr_t>(table) % 16 != 0) {
+    *error = "the table's rows are not addressable by TMA";
+    return false;
+  }
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(cols), box_rows};
+  return encode_map<2>(map, dtype, table, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, error);
 }
 
 }  // namespace blockattn::sm90

@@ -31,6 +31,14 @@ bool encode_head_tile_map(CUtensorMap* map, const TensorView& t, DType dtype, in
 bool encode_head_pair_map(CUtensorMap* map, const TensorView& t, DType dtype, int64_t tokens, int heads, int head_dim,
                           uint32_t box_rows, const char** error);
 
+// A rotary table's rows ([rows, cols] 16-bit values, `row_stride` elements
+// apart) as a rank-2 map with an unswizzled box of cols x `box_rows` rows:
+// one copy brings a block's rows (rows past the table read as zeros).
+// False, with `error` set, where TMA cannot address them (16-byte aligned
+// base and rows, cols a multiple of 8 up to 256, rows below 2^31).
+bool encode_table_rows_map(CUtensorMap* map, const void* table, DType dtype, int64_t rows, int cols, int64_t row_stride,
+                           uint32_t box_rows, const char** error);
+
 // The dense forward's [B, H, S, D] views: a rank-4 map (columns, rows, heads,
 // batch) with the same swizzle and a box of 64 columns x `box_rows` rows.
 const char* dense_tma_layout_problem(const DenseTensorView& t, int64_t batch, int heads, int64_t seq_len);

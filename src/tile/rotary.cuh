@@ -98,6 +98,32 @@ struct TableView {
   }
 };
 
+// One tile's table rows staged in shared memory by the sm_90 forward's
+// producer (TMA, forward_kernel.cuh): rows first .. first + kRows - 1 of the
+// cos table, then of the sin table, each row `half` 16-bit values. Rows past
+// the table arrive as zeros; the prologue never reads them (in_table).
+struct StagedAngles {
+  const void* cos;
+  const void* sin;
+  int64_t first;  // the table row of the tile's first row
+};
+
+// TableView's interface over StagedAngles: position pos reads staged row
+// pos - first, with vector loads (rows of a multiple of 8 values, 16-byte
+// aligned).
+template <typename Table>
+struct StagedTableView {
+  TableView<Table, true> rows;  // row 0: the tile's first
+  int64_t first;
+
+  __device__ __forceinline__ float cos_at(int64_t pos, int pair) const { return rows.cos_at(pos - first, pair); }
+  __device__ __forceinline__ float sin_at(int64_t pos, int pair) const { return rows.sin_at(pos - first, pair); }
+  template <int kN>
+  __device__ __forceinline__ void load_pairs(int64_t pos, int pair, float (&c)[kN], float (&s)[kN]) const {
+    rows.template load_pairs<kN>(pos - first, pair, c, s);
+  }
+};
+
 // The angles of a warp's two accumulator rows (lane / 4 and lane / 4 + 8 of
 // its 16), as the epilogue applies them to a kN-column output: kN / 8 pairs
 // a row, in the order the accumulator holds them. Read once per tile and
@@ -120,39 +146,25 @@ class RotaryHooks {
 
   template <typename Layout, int kRows, int D, int kThreads, typename T>
   __device__ __forceinline__ void prologue(const TileCoords& t, int tid, T* q, T* k, T* v) const {
-    const RotaryParams& r = p_.rotary;
-    T* const tiles[3] = {q, k, r.rotate_v ? v : nullptr};
-    const int half = r.half;
-    with_table([&](const auto& table) {
-      if (r.half_split) {
-        // Units of r/2 <= D/2 columns, each paired with the unit r/2 on.
-        for_each_unit<kRows, D / 16, kThreads>(t, tid, half / 8, [&](int row, int col, int64_t pos) {
-          float c[8], s[8];
-          table.load_pairs(pos, col, c, s);
-#pragma unroll
-          for (T* tile : tiles)
-            if (tile != nullptr) rotate_half_units<Layout>(tile, row, col, half, c, s);
-        });
-      } else {
-        // Units of 4 pairs; the last may hold pairs past r/2 (angle 0).
-        for_each_unit<kRows, D / 8, kThreads>(t, tid, (2 * half + 7) / 8, [&](int row, int col, int64_t pos) {
-          float c[4], s[4];
-          if (col / 2 + 4 <= half) {
-            table.load_pairs(pos, col / 2, c, s);
-          } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int pair = col / 2 + e;
-              c[e] = pair < half ? table.cos_at(pos, pair) : 1.f;
-              s[e] = pair < half ? table.sin_at(pos, pair) : 0.f;
-            }
-          }
-#pragma unroll
-          for (T* tile : tiles)
-            if (tile != nullptr) rotate_interleaved_unit<Layout>(tile, row, col, c, s);
-        });
-      }
-    });
+    with_table([&](const auto& table) { rotate_tiles<Layout, kRows, D, kThreads>(table, t, tid, q, k, v); });
+  }
+
+  // The same with the tile's table rows staged in shared memory (16-bit
+  // tables only: the host stages no others).
+  template <typename Layout, int kRows, int D, int kThreads, typename T>
+  __device__ __forceinline__ void prologue(const TileCoords& t, int tid, T* q, T* k, T* v,
+                                           const StagedAngles& a) const {
+    const int64_t half = p_.rotary.half;
+    auto rotate = [&](auto element) {
+      using Table = decltype(element);
+      const StagedTableView<Table> table{
+          {static_cast<const Table*>(a.cos), static_cast<const Table*>(a.sin), half, half}, a.first};
+      rotate_tiles<Layout, kRows, D, kThreads>(table, t, tid, q, k, v);
+    };
+    if (p_.rotary.table_type == TableType::kFP16)
+      rotate(__half{});
+    else
+      rotate(__nv_bfloat16{});
   }
 
   // The table row of the block's first token, looked up with the tile's
@@ -273,6 +285,44 @@ class RotaryHooks {
 
  private:
   const AttentionParams& p_;
+
+  // The prologue's rotation of a tile's Q, K (and V) with the angles of
+  // `table` (a TableView or StagedTableView).
+  template <typename Layout, int kRows, int D, int kThreads, typename Table, typename T>
+  __device__ __forceinline__ void rotate_tiles(const Table& table, const TileCoords& t, int tid, T* q, T* k,
+                                               T* v) const {
+    const RotaryParams& r = p_.rotary;
+    T* const tiles[3] = {q, k, r.rotate_v ? v : nullptr};
+    const int half = r.half;
+    if (r.half_split) {
+      // Units of r/2 <= D/2 columns, each paired with the unit r/2 on.
+      for_each_unit<kRows, D / 16, kThreads>(t, tid, half / 8, [&](int row, int col, int64_t pos) {
+        float c[8], s[8];
+        table.load_pairs(pos, col, c, s);
+#pragma unroll
+        for (T* tile : tiles)
+          if (tile != nullptr) rotate_half_units<Layout>(tile, row, col, half, c, s);
+      });
+    } else {
+      // Units of 4 pairs; the last may hold pairs past r/2 (angle 0).
+      for_each_unit<kRows, D / 8, kThreads>(t, tid, (2 * half + 7) / 8, [&](int row, int col, int64_t pos) {
+        float c[4], s[4];
+        if (col / 2 + 4 <= half) {
+          table.load_pairs(pos, col / 2, c, s);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int pair = col / 2 + e;
+            c[e] = pair < half ? table.cos_at(pos, pair) : 1.f;
+            s[e] = pair < half ? table.sin_at(pos, pair) : 0.f;
+          }
+        }
+#pragma unroll
+        for (T* tile : tiles)
+          if (tile != nullptr) rotate_interleaved_unit<Layout>(tile, row, col, c, s);
+      });
+    }
+  }
 
   // Runs f(row, col, pos) for the tile's 16-byte units (row < the block's
   // rows, unit < `units` of at most kUnits per row, position inside the

@@ -601,6 +601,26 @@ std::vector<Config> all_configs() {
                        OffsetsKind::kMalformed,
                        0.f,
                        {d - 16, P::kHalfSplit, Pos::kTokenRow, false, false, false, false}});
+    // 16-bit tables whose rows TMA can copy (r/2 a multiple of 8), which the
+    // sm_90 forward stages in shared memory at D = 128
+    // (forward_stages_angles): sequence starts, some negative (the copy's
+    // first row before the table), and [sin | cos | pad] strided views.
+    configs.push_back({DType::kBF16,
+                       d,
+                       4,
+                       4,
+                       LayoutKind::kPadded,
+                       OffsetsKind::kValid,
+                       0.f,
+                       {d, P::kHalfSplit, Pos::kInSequence, true, true, false, false}});
+    configs.push_back({DType::kFP16,
+                       d,
+                       2,
+                       1,
+                       LayoutKind::kHeadMajor,
+                       OffsetsKind::kUnownedEdges,
+                       0.f,
+                       {d, P::kInterleaved, Pos::kTokenRow, false, false, true, false}});
     // r/2 odd with 16-byte rows: the tables take the vector-load path, whose
     // last interleaved unit holds pairs past r/2.
     configs.push_back({DType::kBF16,
