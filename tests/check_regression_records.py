@@ -146,6 +146,8 @@ def synthetic_runs(tool, records, gpu, rng):
             "bwd_pct_copy": rec.get("bwd_pct_copy", rng.uniform(60, 100)),
             "rotary_fwd_ms": fwd_ms * rec.get("rotary_fwd_ratio", 1.1) if rotary else 0.0,
             "rotary_bwd_ms": bwd_ms * rec.get("rotary_bwd_ratio", 1.1) if rotary else 0.0,
+            "rotary_bf16_fwd_ms": fwd_ms * rec.get("rotary_t16_fwd_ratio", 1.1) if rotary else 0.0,
+            "rotary_bf16_bwd_ms": bwd_ms * rec.get("rotary_t16_bwd_ratio", 1.1) if rotary else 0.0,
         })
     return list(runs.values())
 

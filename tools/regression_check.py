@@ -42,8 +42,12 @@ RECORDED = ROOT / "docs" / "results" / "recorded.json"
 # Figures a record may carry: (key in the record, how to read it from a benchmark result). Percentages of
 # copy: higher is better; rotary / plain time ratios: lower is better.
 PCT_FIGURES = (("fwd_pct_copy", lambda r: r["fwd_pct_copy"]), ("bwd_pct_copy", lambda r: r["bwd_pct_copy"]))
+# Rotary ratios with fp32 tables, and with 16-bit tables (the inputs' type: "t16"), which the sm_90 forward
+# at D = 128 stages in shared memory (docs/perf.md, "Session 43").
 RATIO_FIGURES = (("rotary_fwd_ratio", lambda r: r["rotary_fwd_ms"] / r["fwd_ms"]),
-                 ("rotary_bwd_ratio", lambda r: r["rotary_bwd_ms"] / r["bwd_ms"]))
+                 ("rotary_bwd_ratio", lambda r: r["rotary_bwd_ms"] / r["bwd_ms"]),
+                 ("rotary_t16_fwd_ratio", lambda r: r["rotary_bf16_fwd_ms"] / r["fwd_ms"]),
+                 ("rotary_t16_bwd_ratio", lambda r: r["rotary_bf16_bwd_ms"] / r["bwd_ms"]))
 SPOT_CHECK_LIMIT = 1e-2  # bench_blockattn's own limit on a workload's relative L2 error against fp64
 
 
