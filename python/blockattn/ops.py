@@ -64,10 +64,10 @@ class Rotary:
     cos, sin: [P, r/2] tables (float32, bfloat16 or float16, on q's device,
         rows any stride, elements contiguous) with r <= head_dim the rotary
         dim; channels >= r pass through. Two strided views of one
-        [P, r] table [sin | cos] are fine (no copy). Tables in q's dtype
-        with 16-byte aligned rows (and r a multiple of 16) are the fastest: the Hopper forward at
-        head_dim 128 then stages their rows in shared memory (rotary forward
-        as fast as the plain one, against ~1.2x with float32 tables).
+        [P, r] table [sin | cos] are fine (no copy). Fastest: tables in
+        q's dtype with 16-byte aligned rows and r a multiple of 16, whose
+        rows the Hopper forward at head_dim 128 stages in shared memory
+        (a rotary forward as fast as the plain one; ~1.2x with float32).
     interleaved: pairs (2j, 2j+1) (GPT-J) instead of (j, j + r/2) (NeoX/Llama;
         then r must be a multiple of 16).
     positions: "sequence" (a token's index within its sequence, plus
