@@ -21,6 +21,7 @@ set -uo pipefail
 . "$(dirname "$0")/ab_build.sh"
 ab_setup "$@"
 base_dir=build_dense_base${TAG:-} new_dir=build_dense_new${TAG:-}
+# shellcheck disable=SC2034  # cfg: read by ab_build
 cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128;256}" -DBLOCKATTN_BLOCK_SIZES=64
   -DBLOCKATTN_BUILD_BENCH=OFF)
 new_targets=(blockattn)
@@ -37,20 +38,7 @@ for round in $(seq "$ROUNDS"); do
       >"$OUT/dense${TAG:-}_${version}_$round.log" 2>&1 || tail -5 "$OUT/dense${TAG:-}_${version}_$round.log"
   done
 done
-python3 - "$OUT/dense${TAG:-}" <<'PY'
-import collections, glob, json, sys
-runs = collections.defaultdict(list)
-for path in sorted(glob.glob(sys.argv[1] + "_*_[0-9]*.json")):
-    version = path[len(sys.argv[1]) + 1 :].split("_")[0]
-    for r in json.load(open(path))["rows"]:
-        if "tflops" in r:
-            impl = f"blockattn {version}" if r["impl"] == "blockattn" else r["impl"]
-            mark = "" if r["correct"] else "!"
-            runs[(r["config"], r["dtype"], "causal" if r["causal"] else "full", impl)].append(f"{r['tflops']:.0f}{mark}")
-print("TFLOP/s per run (the SDPA backends ran in both versions' runs)")
-for key in sorted(runs):
-    print(f"{key[0]:16} {key[1]:5} {key[2]:7} {key[3]:16}", " ".join(runs[key]))
-PY
+python3 tools/dense_summary.py "$OUT/dense${TAG:-}"
 
 if [ -n "${TESTS:-}" ]; then
   "$new_dir"/tests/test_gpu --gtest_filter='DenseForward.*' >"$OUT/dense${TAG:-}_test_gpu.log" 2>&1
