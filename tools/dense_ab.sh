@@ -20,6 +20,8 @@ set -uo pipefail
 # shellcheck source=tools/ab_build.sh disable=SC1091
 . "$(dirname "$0")/ab_build.sh"
 ab_setup "$@"
+# shellcheck source=tools/dense_run.sh
+. tools/dense_run.sh
 base_dir=build_dense_base${TAG:-} new_dir=build_dense_new${TAG:-}
 # shellcheck disable=SC2034  # cfg: read by ab_build
 cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128;256}" -DBLOCKATTN_BLOCK_SIZES=64
@@ -32,10 +34,7 @@ grep -h "spill stores" "$OUT/dense_build_new.log" | grep dense_forward | grep -v
 
 for round in $(seq "$ROUNDS"); do
   for version in base new; do
-    PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/$([ "$version" = new ] && echo "$new_dir" || echo "$base_dir")/libblockattn.so" timeout 300 \
-      python3 bench/dense_bench.py ${CONFIGS:+--configs "$CONFIGS"} --modes "${MODES:-causal,full}" \
-      --dtypes "${DTYPES:-fp16}" --rounds "${BENCH_ROUNDS:-1}" --no-flex --json "$OUT/dense${TAG:-}_${version}_$round.json" \
-      >"$OUT/dense${TAG:-}_${version}_$round.log" 2>&1 || tail -5 "$OUT/dense${TAG:-}_${version}_$round.log"
+    dense_run "$([ "$version" = new ] && echo "$new_dir" || echo "$base_dir")" "$OUT/dense${TAG:-}_${version}_$round"
   done
 done
 python3 tools/dense_summary.py "$OUT/dense${TAG:-}"

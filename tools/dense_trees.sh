@@ -19,6 +19,8 @@
 # filter first (a failure stops the call before any timing).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=tools/dense_run.sh
+. tools/dense_run.sh
 export PATH=/usr/local/cuda/bin:$PATH
 OUT=${OUT:-gpu_out}
 ROUNDS=${ROUNDS:-2}
@@ -58,10 +60,7 @@ fi
 
 for round in $(seq "$ROUNDS"); do
   for name in "${names[@]}"; do
-    PYTHONPATH=python BLOCKATTN_LIBRARY="$PWD/build_dense_$name/libblockattn.so" timeout 300 \
-      python3 bench/dense_bench.py ${CONFIGS:+--configs "$CONFIGS"} --modes "${MODES:-causal,full}" \
-      --dtypes "${DTYPES:-fp16}" --rounds "${BENCH_ROUNDS:-1}" --no-flex --json "$OUT/dense_${name}_$round.json" \
-      >"$OUT/dense_${name}_$round.log" 2>&1 || tail -5 "$OUT/dense_${name}_$round.log"
+    dense_run "build_dense_$name" "$OUT/dense_${name}_$round"
   done
 done
 python3 tools/dense_summary.py "$OUT/dense"

@@ -71,15 +71,15 @@ void for_each_mapped_tensor(const Problem& p, const KernelEntry<Params>& kernel,
 }
 
 // Encodes the rotary tables' row maps where the forward kernel stages its
-// angles (forward_stages_angles) and the tables allow it: 16-bit values,
-// 16-byte aligned rows (RotaryParams::vector_loads), r/2 a multiple of 8.
+// angles (forward_stages_angles; `packed`: it reads the packed tiles) and
+// the tables allow it: 16-bit values whose rows TMA can address
+// (encode_table_rows_map: 16-byte aligned rows, r/2 a multiple of 8).
 // Elsewhere, or if the driver refuses a map, the kernel reads the tables
 // itself: not an error.
-bool encode_staged_angle_maps(const Problem& p, Params& params) {
+bool encode_staged_angle_maps(const Problem& p, bool packed, Params& params) {
   const RotaryParams& r = params.attn.rotary;
-  const bool packed = kernel_variant(p).batch == BatchKind::kShort && forward_packs_short_sequences(p.shape.head_dim);
   if (p.operation != Operation::kForward || !forward_stages_angles(p.shape.head_dim, p.fusion(), packed) ||
-      r.table_type == TableType::kFloat32 || !r.vector_loads || r.half % 8 != 0)
+      r.table_type == TableType::kFloat32)
     return false;
   const DType dtype = r.table_type == TableType::kBF16 ? DType::kBF16 : DType::kFP16;
   const auto box_rows = static_cast<uint32_t>(p.shape.block_size);
@@ -150,7 +150,7 @@ class Sm90Backend final : public core::KernelBackend {
     params.dv = p.tensor(TensorId::kDv);
     params.attn = attention_params(p, s);
     params.stepped_stores = backward_stores_stepped(p, device);
-    params.staged_angles = encode_staged_angle_maps(p, params);
+    params.staged_angles = encode_staged_angle_maps(p, reads_packed_tiles(p), params);
     // Tiles are (block, query head), but for the grouped backward's units (block, KV head).
     const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
                               (grouped_backward(p) ? p.shape.num_kv_heads : p.shape.num_q_heads);

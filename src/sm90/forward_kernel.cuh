@@ -82,7 +82,8 @@ struct ForwardConfig {
   static constexpr int kSlotGroups = kConsumers / kConsumersPerSlot;
   static constexpr int kStages = (kConsumers >= 3 ? 216 * 1024 : 192 * 1024) / kStageBytes / kSlotGroups * kSlotGroups;
   static_assert(kStages % kSlotGroups == 0, "each slot group owns fixed stages");
-  static constexpr int kSmemBytes = 1024 /* alignment slack */ + kStages * kStageBytes + 2 * kStages * 8;
+  static constexpr int kRingBytes = kStages * kStageBytes + 2 * kStages * 8;  // the stages, then their barriers
+  static constexpr int kSmemBytes = 1024 /* alignment slack */ + kRingBytes;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152
   // with three, 128 x 40 + 512 x 104 with four (D = 64: no spills). The
   // producer needs ~40 for its TMA coordinates without spilling.
@@ -143,12 +144,11 @@ template <typename Cfg>
 struct StagedAngleSlots {
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kHeadDim / 2) * 2;
-  static constexpr int kSlotBytes = 2 * kTableBytes;                                         // cos rows, then sin rows
-  static constexpr int kRingBytes = Cfg::kStages * Cfg::kStageBytes + 2 * Cfg::kStages * 8;  // ForwardSmem's
-  static constexpr int kOffset = (kRingBytes + 127) / 128 * 128;
+  static constexpr int kSlotBytes = 2 * kTableBytes;  // cos rows, then sin rows
+  static constexpr int kOffset = (Cfg::kRingBytes + 127) / 128 * 128;
   static constexpr int kExtraSmemBytes =
-      kOffset + Cfg::kConsumers * (kSlotBytes + 2 * 8) - kRingBytes;  // beside Cfg::kSmemBytes
-  unsigned char* slots;                                               // [consumers][kSlotBytes]
+      kOffset + Cfg::kConsumers * (kSlotBytes + 2 * 8) - Cfg::kRingBytes;  // beside Cfg::kSmemBytes
+  unsigned char* slots;                                                    // [consumers][kSlotBytes]
   Barrier* full;   // [consumers] producer -> consumer: the rows have landed
   Barrier* empty;  // [consumers] consumer -> producer: the slot may be refilled
 
@@ -310,11 +310,8 @@ __device__ __forceinline__ void load_angles(const Params& p, const Slots& angles
   const RingSlot<1> slot{0, (loads >> c) & 1u};
   loads ^= 1u << c;
   angles.empty[c].wait(slot.empty_parity());
-  // Two whole boxes of kTableRows rows x r/2 16-bit values (zero-filled rows count).
-  angles.full[c].arrive_expect_tx(2 * Slots::kTableRows * static_cast<uint32_t>(p.attn.rotary.half) * 2);
-  const int32_t at[2] = {0, static_cast<int32_t>(t.first_position)};
-  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, angles.cos(c), &p.cos_map, at, &angles.full[c].word);
-  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, angles.sin(c), &p.sin_map, at, &angles.full[c].word);
+  load_table_rows<Slots::kTableRows>(&p.cos_map, &p.sin_map, static_cast<int32_t>(t.first_position), p.attn.rotary.half,
+                                     angles.cos(c), angles.sin(c), angles.full[c]);
 }
 
 template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>

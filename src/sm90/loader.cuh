@@ -72,6 +72,20 @@ __device__ __forceinline__ void load_block_rows(const TmaTile (&tiles)[kN], int3
 // run-time value there is some 20 instructions on its serial walk.
 __device__ __forceinline__ int rows_in_boxes(int rows, int box_rows) { return (rows + box_rows - 1) & -box_rows; }
 
+// Rows [first_row, first_row + kRows) of the rotary cos and sin tables
+// (tensor_map.h's encode_table_rows_map, boxes of kRows rows x `half`
+// 16-bit values: rows past the table read as zeros and count), each box
+// landing whole at its destination; announces their bytes on `full`.
+template <int kRows>
+__device__ __forceinline__ void load_table_rows(const CUtensorMap* cos_map, const CUtensorMap* sin_map,
+                                                int32_t first_row, int half, void* cos_dst, void* sin_dst,
+                                                Barrier& full) {
+  full.arrive_expect_tx(2 * kRows * static_cast<uint32_t>(half) * 2);
+  const int32_t at[2] = {0, first_row};
+  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, cos_dst, cos_map, at, &full.word);
+  ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, sin_dst, sin_map, at, &full.word);
+}
+
 // The dense forward's: rows [row, row + box rows) of one (batch, head) of a
 // [B, H, S, D] tensor (rank-4 map, sm90/tensor_map.h), chunk by chunk.
 template <int kChunks, int kChunkBytes>
