@@ -27,7 +27,6 @@
 #include <type_traits>
 
 #include "common/kernel_launcher.cuh"
-#include "common/opaque.cuh"
 #include "sm90/frame.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"
@@ -137,13 +136,15 @@ template <typename T, int D>
 __device__ __forceinline__ void issue_scores(tile::Accumulator<DenseForwardConfig<T, D>::kKeys>& s, uint32_t q_addr,
                                              uint32_t k_addr) {
   using Cfg = DenseForwardConfig<T, D>;
-  // Q's descriptors are the same for every tile; hoisted out of the key loop
-  // they would hold 2 x D / 16 registers for the whole unit (common/opaque.cuh).
-  const uint32_t q_base = static_cast<uint32_t>(opaque(static_cast<int>(q_addr)));
+  // Q's descriptors are the same for every tile. q_addr is warp-uniform
+  // (split_roles' warpgroup index is), so the compiler may hoist them into
+  // uniform registers, which the consumers' vector registers do not pay for.
+  // (Hidden behind opaque() they were rebuilt in vector registers every
+  // tile: 9% of the D = 64 forward; docs/perf.md, "Session 44".)
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc<tile::Chunked<Cfg::kRows>>(q_base, kk),
+    wgmma_ss<T, Cfg::kKeys>(s.regs(), kmajor_desc<tile::Chunked<Cfg::kRows>>(q_addr, kk),
                             kmajor_desc<tile::Chunked<Cfg::kKeys>>(k_addr, kk), kk > 0);
   wgmma_commit();
 }

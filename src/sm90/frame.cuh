@@ -46,7 +46,10 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
   constexpr uint32_t kLaunchRegs = (65536 / Cfg::kThreads) / 8 * 8;
   static_assert(128 * Cfg::kProducerRegs + (Cfg::kThreads - 128) * Cfg::kConsumerRegs <= kLaunchRegs * Cfg::kThreads,
                 "register budgets exceed the CTA's launch allocation: setmaxnreg.inc would deadlock");
-  const int warpgroup = threadIdx.x / 128;
+  // Through lane 0, so that the compiler knows it is warp-uniform: what a
+  // consumer derives from its index (tile addresses, wgmma descriptors) can
+  // then live in uniform registers, without a move into them per product.
+  const int warpgroup = __shfl_sync(~0u, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     set_max_registers_dec<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) producer();

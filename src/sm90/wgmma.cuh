@@ -29,32 +29,48 @@
 
 namespace blockattn::sm90 {
 
+// A descriptor of a tile swizzled at the width of its kRowBytes rows, as its
+// two 32-bit words, and at(bytes) the descriptor of the point `bytes` (a
+// multiple of 16) into it. The start address field is bits 0-13 of the low
+// word, (address & 0x3FFFF) >> 4, and shared-memory addresses stay below
+// 256 KB, so an advance adds into the field without carrying out of it: a
+// k16 step's descriptor is one add to the tile's, where masking, shifting
+// and merging each step's address took four instructions a descriptor (and
+// a dense D = 64 tile has twelve; docs/perf.md, "Session 43").
+template <int kRowBytes>
+struct SmemDesc {
+  static_assert(kRowBytes == 128 || kRowBytes == 64, "128-byte or 64-byte swizzle");
+  static constexpr uint32_t kLayoutType = kRowBytes == 128 ? 1 : 2;  // bits 62-63: 128-byte or 64-byte swizzle
+  uint32_t lo, hi;
+
+  __device__ __forceinline__ SmemDesc(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes)
+      : lo(((smem_addr & 0x3FFFF) >> 4) | (((leading_bytes & 0x3FFFF) >> 4) << 16)),
+        hi(((stride_bytes & 0x3FFFF) >> 4) | (kLayoutType << 30)) {}
+  __device__ __forceinline__ uint64_t at(uint32_t advance_bytes) const {
+    return (static_cast<uint64_t>(hi) << 32) | (lo + (advance_bytes >> 4));
+  }
+};
+
 // A descriptor for a tile swizzled at the width of its kRowBytes rows.
 template <int kRowBytes>
 __device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes) {
-  static_assert(kRowBytes == 128 || kRowBytes == 64, "128-byte or 64-byte swizzle");
-  constexpr uint64_t kLayoutType = kRowBytes == 128 ? 1 : 2;  // bits 62-63: 128-byte or 64-byte swizzle
-  uint64_t desc = (smem_addr & 0x3FFFF) >> 4;
-  desc |= static_cast<uint64_t>((leading_bytes & 0x3FFFF) >> 4) << 16;
-  desc |= static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32;
-  desc |= kLayoutType << 62;
-  return desc;
+  return SmemDesc<kRowBytes>(smem_addr, leading_bytes, stride_bytes).at(0);
 }
 
 // Descriptor of k16 step `kk` of a K-major tile laid out as `Layout`.
 template <typename Layout>
 __device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int kk) {
   constexpr int kStepsPerChunk = Layout::kRowBytes / 32;
-  const uint32_t addr = tile_addr + (kk / kStepsPerChunk) * Layout::kChunkBytes + (kk % kStepsPerChunk) * 32;
-  return make_smem_desc<Layout::kRowBytes>(addr, 16, 8 * Layout::kRowBytes);
+  return SmemDesc<Layout::kRowBytes>(tile_addr, 16, 8 * Layout::kRowBytes)
+      .at((kk / kStepsPerChunk) * Layout::kChunkBytes + (kk % kStepsPerChunk) * 32);
 }
 
 // Descriptor of k16 step `kk` of an MN-major tile laid out as `Layout` (its
 // rows are the K dimension).
 template <typename Layout>
 __device__ __forceinline__ uint64_t mnmajor_desc(uint32_t tile_addr, int kk) {
-  return make_smem_desc<Layout::kRowBytes>(tile_addr + kk * 16 * Layout::kRowBytes, Layout::kChunkBytes,
-                                           8 * Layout::kRowBytes);
+  return SmemDesc<Layout::kRowBytes>(tile_addr, Layout::kChunkBytes, 8 * Layout::kRowBytes)
+      .at(kk * 16 * Layout::kRowBytes);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
