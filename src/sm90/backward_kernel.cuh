@@ -21,6 +21,8 @@
 // block end.
 #pragma once
 
+#include <type_traits>
+
 #include "common/kernel_launcher.cuh"
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
@@ -52,7 +54,9 @@ constexpr bool short_sequences_kernel_differs(int head_dim) {
   return stage_ds_in_v(head_dim, BatchKind::kShort) || backward_row_boxes_kernel(head_dim, BatchKind::kShort);
 }
 
-template <typename T, int D, int B, bool kShortKernel>
+// kStagedAngles: the rotary prologue's table rows come staged
+// (backward_stages_angles), which takes dS's staging into V's buffer.
+template <typename T, int D, int B, bool kShortKernel, bool kStagedAngles = false>
 struct BackwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
   static constexpr int kRows = B;  // query rows and key rows of a tile, and the TMA box rows
@@ -75,7 +79,8 @@ struct BackwardConfig {
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
   static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
-  static constexpr bool kDsInV = kShortKernel && stage_ds_in_v(D, BatchKind::kShort);
+  static constexpr bool kDsInV = (kShortKernel && stage_ds_in_v(D, BatchKind::kShort)) || (kStagedAngles && D == 128);
+  static constexpr bool kStagesAngles = kStagedAngles;
   static_assert(!kDsInV || kTileBytes >= kProbTileBytes, "dS fits in V's buffer");
   static constexpr int kScratchBytes = (kDsInV ? 1 : 2) * kProbTileBytes;  // per consumer
   // 192 KB of tiles: 3 stages at D = 128; at D = 64, 5 (160 KB beside three
@@ -107,9 +112,9 @@ struct BackwardConfig {
   static constexpr bool kRowBoxes = kShortKernel && backward_row_boxes_kernel(D, BatchKind::kShort);
 };
 
-template <typename T, int D, int B, bool S>
+template <typename T, int D, int B, bool S, bool A = false>
 struct BackwardSmem {
-  using Cfg = BackwardConfig<T, D, B, S>;
+  using Cfg = BackwardConfig<T, D, B, S, A>;
   unsigned char* tiles;
   unsigned char* scratch;
   Barrier* full;
@@ -134,10 +139,51 @@ struct BackwardSmem {
   }
 };
 
-template <typename T, int D, int B, bool S, typename Hooks>
-__device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hooks, const BackwardSmem<T, D, B, S>& sm,
-                                              const tile::TileCoords& t, int stage, int consumer) {
-  using Cfg = BackwardConfig<T, D, B, S>;
+// The per-tile backward's slot of staged rotary table rows
+// (backward_stages_angles), one for all consumers, in tile order: the
+// producer fills it for the CTA's tile n once tile n - 1's prologue has
+// released it (`empty`: 128 arrivals, the prologue's consumer threads);
+// tile n's consumer waits for that release first, which keeps the slot's
+// `full` barrier within one phase of what it waits for (the consumers take
+// the tiles in turn, as consume_tiles' shared stages). In dynamic shared memory
+// after the ring's barriers, in launches that stage only
+// (BackwardLaunchConfig).
+template <typename Cfg>
+struct BackwardAngleSlot {
+  static constexpr int kTableRows = Cfg::kRows;
+  static constexpr int kTableBytes = kTableRows * (Cfg::kPaddedD / 2) * 2;  // one table's rows, 16-bit, r <= D
+  static constexpr int kUsedBytes =
+      Cfg::kStages * Cfg::kStageBytes + Cfg::kConsumers * Cfg::kScratchBytes + 2 * Cfg::kStages * 8;  // BackwardSmem's
+  static constexpr int kOffset = (kUsedBytes + 127) / 128 * 128;
+  static constexpr int kExtraSmemBytes = kOffset + 2 * kTableBytes + 2 * 8 - kUsedBytes;
+  unsigned char* rows;  // cos rows, then sin rows
+  Barrier* full;        // producer -> consumer: tile n's rows have landed
+  Barrier* empty;       // consumer -> producer: tile n's prologue is past its reads
+
+  __device__ explicit BackwardAngleSlot(unsigned char* tiles)
+      : rows(tiles + kOffset), full(reinterpret_cast<Barrier*>(rows + 2 * kTableBytes)), empty(full + 1) {}
+};
+struct NoBackwardAngleSlot {
+  __device__ explicit NoBackwardAngleSlot(unsigned char*) {}
+};
+
+// The per-tile backward's launch config: its own, and the slot where it
+// stages angles, launched with it only where the host staged them.
+template <typename Cfg>
+struct BackwardLaunchConfig : Cfg {
+  static constexpr int kSmemBytes =
+      Cfg::kSmemBytes + (Cfg::kStagesAngles ? BackwardAngleSlot<Cfg>::kExtraSmemBytes : 0);
+  static int launch_smem_bytes(const Params& p) { return p.staged_angles ? kSmemBytes : Cfg::kSmemBytes; }
+};
+
+// `slot`: BackwardAngleSlot where the kernel stages the prologue's angles
+// (then `tile_index` is the CTA's index of this tile), else
+// NoBackwardAngleSlot.
+template <typename T, int D, int B, bool S, bool A, typename Hooks, typename Slot>
+__device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hooks,
+                                              const BackwardSmem<T, D, B, S, A>& sm, const tile::TileCoords& t,
+                                              int stage, int consumer, const Slot& slot, int tile_index) {
+  using Cfg = BackwardConfig<T, D, B, S, A>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = tile::SwizzledRows<Cfg::kKeys>;
   constexpr int kRows = Cfg::kRows, kKeys = Cfg::kKeys, kPaddedD = Cfg::kPaddedD;
@@ -170,7 +216,29 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     tile::zero_rows_from<Layout, kRows, D, 128>(ops.v, valid, tid);
     tile::zero_rows_from<Layout, kRows, D, 128>(ops.dout, valid, tid);
   }
-  hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+  // Where the rows are staged, the epilogues' angles are read from them
+  // too, before the slot goes back (tile::PackedRowAngles).
+  constexpr bool kStaged = !std::is_same_v<Slot, NoBackwardAngleSlot>;
+  std::conditional_t<kStaged, tile::PackedRowAngles<kPaddedD>, tile::NoRowAngles> staged_angles{};
+  if constexpr (!kStaged) {
+    hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+  } else if (p.staged_angles) {
+    if (tile_index > 0) slot.empty->wait(static_cast<uint32_t>(tile_index - 1) & 1u);  // tile n - 1's release
+    slot.full->wait(static_cast<uint32_t>(tile_index) & 1u);
+    // The rows were copied as one range from the block's first position: a
+    // tile packing several sequences with in-sequence positions (the
+    // backward's tiles table packs short ones) reads the table itself.
+    if (hooks.positions_follow_rows(t)) {
+      const tile::StagedAngles rows{slot.rows, slot.rows + BackwardAngleSlot<Cfg>::kTableBytes, t.first_position};
+      hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v, rows);
+      staged_angles = hooks.template staged_row_angles<kPaddedD>(t, row0, lane, rows);
+    } else {
+      hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);  // staged_angles: not loaded
+    }
+    slot.empty->arrive();  // this thread's reads of the slot are done (or skipped)
+  } else {
+    hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+  }
   if (valid < kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
     named_barrier_sync(barrier_id, 128);
@@ -200,9 +268,12 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // headline-d64, rotary over plain backward: 1.29-1.30x -> 1.16x (fp32
   // tables), 1.24-1.25x -> 1.17-1.18x (bf16). At D = 128 the same (64 angles
   // a thread) read 1.32-1.34x -> 1.38x, so only D = 64 takes them (the other
-  // head dims are not measured).
+  // head dims are not measured); at D = 128 the staged rows give them,
+  // packed 16-bit, half the registers (tile::PackedRowAngles).
   const auto angles = [&] {
-    if constexpr (D == 64)
+    if constexpr (kStaged)
+      return staged_angles;
+    else if constexpr (D == 64)
       return hooks.template row_angles<kPaddedD>(t, row0, lane);
     else
       return tile::NoRowAngles{};
@@ -272,15 +343,37 @@ template <typename T, int D, int B, core::Fusion F, bool S>
 __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
     backward_kernel(const __grid_constant__ Params p) {
   wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
-  using Cfg = BackwardConfig<T, D, B, S>;
+  constexpr bool kStagedAngles = backward_stages_angles(D, F, S);
+  using Cfg = BackwardConfig<T, D, B, S, kStagedAngles>;
   extern __shared__ unsigned char smem_raw[];
-  const BackwardSmem<T, D, B, S> sm(smem_raw);
+  const BackwardSmem<T, D, B, S, kStagedAngles> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
   tile::QueryHeadWalk<F> coords_of(p.attn);                                  // the producer's alone
+
+  using Slot = std::conditional_t<kStagedAngles, BackwardAngleSlot<Cfg>, NoBackwardAngleSlot>;
+  const Slot slot(sm.tiles);
+  if constexpr (kStagedAngles) {
+    static_assert(BackwardLaunchConfig<Cfg>::kSmemBytes + 512 <= 227 * 1024,
+                  "the angle slot does not fit beside the ring and the published tiles");
+    if (threadIdx.x == 0 && p.staged_angles) {  // only where the launch has the slot's region
+      slot.full->init(1);
+      slot.empty->init(128);
+    }
+  }
+  int angle_fills = 0;     // the producer's: the slot's fills so far
+  int consumer_tiles = 0;  // a consumer thread's: its tiles so far
+  const bool staged = kStagedAngles && p.staged_angles;
   run_frame<Cfg>(
-      sm.full, sm.empty, num_tiles, p.attn.schedule.claims, coords_of,
-      [&](const tile::TileCoords& t) BLOCKATTN_INLINE { return hooks.look_ahead(t); },
+      sm.full, sm.empty, num_tiles, p.attn.schedule.claims,
+      [&](int tile) BLOCKATTN_INLINE {
+        // Where the rows are staged the producer needs the block's first
+        // table row for their copy, and publishes it.
+        tile::TileCoords t = coords_of(tile);
+        if (staged) t = hooks.look_ahead(t);
+        return t;
+      },
+      [&](const tile::TileCoords& t) BLOCKATTN_INLINE { return staged ? t : hooks.look_ahead(t); },
       [&](const tile::TileCoords& t, int stage, Barrier& full) BLOCKATTN_INLINE {
         const TmaTile tiles[4] = {{&p.q_map, t.q_head, sm.q(stage)},
                                   {&p.k_map, t.kv_head, sm.k(stage)},
@@ -294,9 +387,21 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
         } else {
           load_block_tiles<typename Cfg::Layout, Cfg::kChunks>(tiles, t.block.row_begin, full);
         }
+        if constexpr (kStagedAngles) {
+          if (staged) {
+            if (angle_fills > 0) slot.empty->wait(static_cast<uint32_t>(angle_fills - 1) & 1u);
+            ++angle_fills;
+            load_table_rows<Cfg::kRows>(&p.cos_map, &p.sin_map, static_cast<int32_t>(t.first_position),
+                                        p.attn.rotary.half, slot.rows, slot.rows + BackwardAngleSlot<Cfg>::kTableBytes,
+                                        *slot.full);
+          }
+        }
       },
-      [&](const tile::TileCoords& t, int stage, int consumer)
-          BLOCKATTN_INLINE { backward_tile<T, D, B, S>(p, hooks, sm, t, stage, consumer); });
+      [&](const tile::TileCoords& t, int stage, int consumer) BLOCKATTN_INLINE {
+        // This consumer's j-th tile is the CTA's tile consumer + kConsumers j (consume_tiles).
+        backward_tile<T, D, B, S, kStagedAngles>(p, hooks, sm, t, stage, consumer, slot,
+                                                 consumer + Cfg::kConsumers * consumer_tiles++);
+      });
 }
 
 }  // namespace blockattn::sm90
@@ -340,12 +445,14 @@ struct GroupedBackwardOf<T, D, B, F, true> : ManyBlocksFormOf<T, D, B, F> {
 
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> : sm90::GroupedBackwardOf<T, D, B, F> {
-  using Config = sm90::BackwardConfig<T, D, B, false>;
+  using Config =
+      sm90::BackwardLaunchConfig<sm90::BackwardConfig<T, D, B, false, sm90::backward_stages_angles(D, F, false)>>;
   static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, false>;
   // The same kernel where neither dS's staging nor the boxes change.
   struct ShortSequences {
     static constexpr bool kDiffers = sm90::short_sequences_kernel_differs(D);
-    using Config = sm90::BackwardConfig<T, D, B, kDiffers>;
+    using Config = sm90::BackwardLaunchConfig<
+        sm90::BackwardConfig<T, D, B, kDiffers, sm90::backward_stages_angles(D, F, kDiffers)>>;
     static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, kDiffers>;
   };
   // The host encodes row boxes only for a kernel that loads them.

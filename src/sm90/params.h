@@ -58,6 +58,19 @@ constexpr bool forward_stages_angles(int head_dim, core::Fusion fusion, bool pac
   return fusion == core::Fusion::kRotary && head_dim == 128 && !packed_tiles;
 }
 
+// Whether the per-tile backward's producer stages each tile's rotary table
+// rows (16-bit tables, the host's choice as in the forward), in one slot
+// its consumers share in tile order, on the long kernel at D = 128, where
+// dS in V's buffer frees the 16 KB it takes. H100, rotary over plain
+// backward with bf16 tables: headline-d128 1.24x -> 1.05-1.06x,
+// sweep-d128-L256-f0.5 1.62x -> 1.35-1.39x. At D = 64 (an 8 KB slot beside
+// the five stages) headline-d64 went 1.10x -> 1.47x: its tiles are short,
+// and one slot in tile order serializes three consumers' prologues behind
+// the copies (docs/perf.md, "Session 44").
+constexpr bool backward_stages_angles(int head_dim, core::Fusion fusion, bool short_kernel) {
+  return fusion == core::Fusion::kRotary && head_dim == 128 && !short_kernel;
+}
+
 // Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
 // which this backend runs wherever num_q_heads != num_kv_heads; other grouped
 // backwards are refused here and run on kPortable. D = 64 and 128 at

@@ -137,6 +137,17 @@ struct RowAngles {
 // In place of RowAngles where a kernel reads no angles ahead.
 struct NoRowAngles {};
 
+// RowAngles of a 16-bit table, read from its rows staged in shared memory
+// (StagedAngles) while the slot is still held: each (cos, sin) pair in one
+// register (cos in the low half), the table's own values, so nothing is
+// rounded; half of RowAngles' registers (32 a thread at D = 128).
+template <int kN>
+struct PackedRowAngles {
+  uint32_t cs[2][kN / 8];
+  bool rotate[2];
+  bool loaded;  // r = kN; otherwise the epilogue reads the table itself
+};
+
 class RotaryHooks {
  public:
   static constexpr bool kModifiesOperands = true;
@@ -281,6 +292,87 @@ class RotaryHooks {
           rotate_back(acc.c[j][2 * h], acc.c[j][2 * h + 1], a.c[h][j], a.s[h][j]);
       }
     }
+  }
+
+  // Whether row `row` of tile t is at table row first_position + row for
+  // every row (position()), so that one copied range of table rows serves
+  // the whole tile: all but packed tiles with in-sequence positions.
+  __device__ __forceinline__ bool positions_follow_rows(const TileCoords& t) const {
+    return t.block.segment_starts == 1 || !p_.rotary.in_sequence;
+  }
+
+  // The epilogues' angles of a warp's rows from the tile's staged rows of
+  // a 16-bit table (a kernel reads them right after its prologue, before it
+  // hands the slot back), where r = kN.
+  template <int kN>
+  __device__ __forceinline__ PackedRowAngles<kN> staged_row_angles(const TileCoords& t, int rows_begin, int lane,
+                                                                   const StagedAngles& staged) const {
+    const RotaryParams& r = p_.rotary;
+    PackedRowAngles<kN> a{};
+    a.loaded = r.half == kN / 2;
+    const int64_t first = first_position(t);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rows_begin + lane / 4 + 8 * h;
+      const int64_t pos = position(t, first, row);
+      a.rotate[h] = a.loaded && row < t.block.row_count && in_table(pos);
+      if (!a.rotate[h]) continue;
+      // Row `row` of the staged rows (pos - staged.first == row: unpacked tiles only).
+      const auto* cos_row = static_cast<const uint16_t*>(staged.cos) + row * r.half;
+      const auto* sin_row = static_cast<const uint16_t*>(staged.sin) + row * r.half;
+      if (r.half_split) {
+#pragma unroll
+        for (int j = 0; j < kN / 16; ++j) {  // fragment j's two adjacent pairs: one 4-byte read per table
+          const int pair = fragment_col(j, 0, lane);
+          const uint32_t c = *reinterpret_cast<const uint32_t*>(cos_row + pair);
+          const uint32_t s = *reinterpret_cast<const uint32_t*>(sin_row + pair);
+          a.cs[h][2 * j] = __byte_perm(c, s, 0x5410);
+          a.cs[h][2 * j + 1] = __byte_perm(c, s, 0x7632);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kN / 8; ++j) {
+          const int pair = fragment_col(j, 0, lane) / 2;
+          a.cs[h][j] = static_cast<uint32_t>(cos_row[pair]) | static_cast<uint32_t>(sin_row[pair]) << 16;
+        }
+      }
+    }
+    return a;
+  }
+
+  // The epilogue with packed 16-bit angles (whole rows, col0 == 0).
+  template <int kN>
+  __device__ __forceinline__ void epilogue(Output o, Accumulator<kN>& acc, const TileCoords& t, int rows_begin,
+                                           int col0, int lane, const PackedRowAngles<kN>& a) const {
+    const RotaryParams& r = p_.rotary;
+    if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
+    if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
+    auto apply = [&](auto element) {
+      auto angle = [](uint32_t bits) { return unpack_angle(bits, decltype(element){}); };
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (!a.rotate[h]) continue;
+        if (r.half_split) {
+#pragma unroll
+          for (int j = 0; j < kN / 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const uint32_t cs = a.cs[h][2 * j + e];
+              rotate_back(acc.c[j][2 * h + e], acc.c[j + kN / 16][2 * h + e], angle(cs & 0xffffu), angle(cs >> 16));
+            }
+        } else {
+#pragma unroll
+          for (int j = 0; j < kN / 8; ++j) {
+            const uint32_t cs = a.cs[h][j];
+            rotate_back(acc.c[j][2 * h], acc.c[j][2 * h + 1], angle(cs & 0xffffu), angle(cs >> 16));
+          }
+        }
+      }
+    };
+    if (r.table_type == TableType::kFP16)
+      apply(__half{});
+    else
+      apply(__nv_bfloat16{});
   }
 
  private:
@@ -431,6 +523,14 @@ class RotaryHooks {
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j)
       acc.c[j][2 * h] = x[j][0], acc.c[j][2 * h + 1] = x[j][1];
+  }
+
+  // A 16-bit table value (the low half of `bits`) as fp32.
+  __device__ __forceinline__ static float unpack_angle(uint32_t bits, __nv_bfloat16) {
+    return __uint_as_float(bits << 16);
+  }
+  __device__ __forceinline__ static float unpack_angle(uint32_t bits, __half) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
   }
 
   // x <- R^T x for one pair.
