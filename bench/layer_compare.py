@@ -7,7 +7,9 @@ same inputs.
     python bench/layer_compare.py --workloads headline-d128 --json out.json
 
 Per workload (bf16, q, k and v rotated, half-split rotary over the whole head,
-a FlashAttention-style [max_len, D/2] fp32 table by position in sequence):
+a FlashAttention-style [max_len, D/2] fp32 table by position in sequence;
+`--tables input` rounds the table to the inputs' dtype for blockattn too, as
+the baselines' rotary already does, so that both use the same angles):
 
   attention + rotary
     blockattn plain         block_attention, no rotary (the ratio's base)
@@ -186,14 +188,16 @@ def print_table(title: str, rows: dict, base: str) -> None:
         print(f"    {name:<26}{r['fwd_ms']:9.3f}{r['bwd_ms']:9.3f}{r['fwd+bwd_ms']:9.3f}   {ratios}")
 
 
-def run(w: wl.Workload, seed: int) -> dict:
+def run(w: wl.Workload, seed: int, tables: str = "float32") -> dict:
     c = compare.make_case(w, seed)
     max_len = w.max_len
     cos, sin = rotary_tables(max_len, w.head_dim)
+    if tables == "input":  # the values the baselines rotate with (rotate_half_split casts to x's dtype)
+        cos, sin = cos.to(c.q.dtype), sin.to(c.q.dtype)
     rotary = blockattn.Rotary(cos, sin, rotate_v=True)
     pos = positions_in_sequence(c.offsets, c.total)
     cos_t, sin_t = cos[pos], sin[pos]
-    print(f"\n== {w.name}: T={c.total:,} Hq={w.num_q_heads} Hkv={w.num_kv_heads} D={w.head_dim}")
+    print(f"\n== {w.name}: T={c.total:,} Hq={w.num_q_heads} Hkv={w.num_kv_heads} D={w.head_dim}, {cos.dtype} tables")
     att = attention_rotary(c, rotary, cos_t, sin_t)
     compare.free_memory()
     print_table("attention + rotary (q, k, v rotated)", att, "blockattn plain")
@@ -211,19 +215,21 @@ def run(w: wl.Workload, seed: int) -> dict:
           f"{peaks['unfused layer'] / 2**30:.2f} GiB")  # fmt: skip
     print(f"    out max|diff| vs unfused: attention {att['check_out_max_abs_diff']:.2e}, layer "
           f"{lay['check_out_max_abs_diff']:.2e}")  # fmt: skip
-    return {"name": w.name, "tokens": c.total, "attention_rotary": att, "layer": lay}
+    return {"name": w.name, "tokens": c.total, "tables": str(cos.dtype), "attention_rotary": att, "layer": lay}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", default="headline-d128,headline-d64")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tables", choices=("float32", "input"), default="float32",
+                        help="the rotary tables' dtype: fp32, or the inputs' (the baselines' angles exactly)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     bandwidth = compare.copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, blockattn {blockattn.__version__}; "
           f"copy {bandwidth / 1e12:.2f} TB/s")  # fmt: skip
-    records = [run(wl.workload(name.strip()), args.seed) for name in args.workloads.split(",")]
+    records = [run(wl.workload(name.strip()), args.seed, args.tables) for name in args.workloads.split(",")]
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "workloads": records}, indent=2))
         print(f"wrote {args.json}")
