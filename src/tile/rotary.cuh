@@ -98,8 +98,9 @@ struct TableView {
   }
 };
 
-// One tile's table rows staged in shared memory by the sm_90 forward's
-// producer (TMA, forward_kernel.cuh): rows first .. first + kRows - 1 of the
+// One tile's table rows staged in shared memory by an sm_90 producer (TMA:
+// forward_kernel.cuh, and the per-tile backward_kernel.cuh at D = 128):
+// rows first .. first + kRows - 1 of the
 // cos table, then of the sin table, each row `half` 16-bit values. Rows past
 // the table arrive as zeros; the prologue never reads them (in_table).
 struct StagedAngles {
