@@ -278,21 +278,10 @@ class RotaryHooks {
     const RotaryParams& r = p_.rotary;
     if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
     if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (!a.rotate[h]) continue;
-      if (r.half_split) {
-#pragma unroll
-        for (int j = 0; j < kN / 16; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            rotate_back(acc.c[j][2 * h + e], acc.c[j + kN / 16][2 * h + e], a.c[h][2 * j + e], a.s[h][2 * j + e]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kN / 8; ++j)
-          rotate_back(acc.c[j][2 * h], acc.c[j][2 * h + 1], a.c[h][j], a.s[h][j]);
-      }
-    }
+    rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s) {
+      c = a.c[h][i];
+      s = a.s[h][i];
+    });
   }
 
   // Whether row `row` of tile t is at table row first_position + row for
@@ -349,26 +338,10 @@ class RotaryHooks {
     if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
     if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
     auto apply = [&](auto element) {
-      auto angle = [](uint32_t bits) { return unpack_angle(bits, decltype(element){}); };
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (!a.rotate[h]) continue;
-        if (r.half_split) {
-#pragma unroll
-          for (int j = 0; j < kN / 16; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const uint32_t cs = a.cs[h][2 * j + e];
-              rotate_back(acc.c[j][2 * h + e], acc.c[j + kN / 16][2 * h + e], angle(cs & 0xffffu), angle(cs >> 16));
-            }
-        } else {
-#pragma unroll
-          for (int j = 0; j < kN / 8; ++j) {
-            const uint32_t cs = a.cs[h][j];
-            rotate_back(acc.c[j][2 * h], acc.c[j][2 * h + 1], angle(cs & 0xffffu), angle(cs >> 16));
-          }
-        }
-      }
+      rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s) {
+        c = unpack_angle(a.cs[h][i] & 0xffffu, element);
+        s = unpack_angle(a.cs[h][i] >> 16, element);
+      });
     };
     if (r.table_type == TableType::kFP16)
       apply(__half{});
@@ -524,6 +497,34 @@ class RotaryHooks {
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j)
       acc.c[j][2 * h] = x[j][0], acc.c[j][2 * h + 1] = x[j][1];
+  }
+
+  // R^T on the warp's two rows h of a whole-row accumulator (those with
+  // rotate[h]), pair i of row h at the angles angles(h, i, cos, sin) gives:
+  // i counts the row's pairs in RowAngles' order (kN / 8 of them), which
+  // both forms of loaded angles share.
+  template <int kN, typename Angles>
+  __device__ __forceinline__ void rotate_back_rows(Accumulator<kN>& acc, const bool (&rotate)[2],
+                                                   const Angles& angles) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!rotate[h]) continue;
+      if (p_.rotary.half_split) {
+#pragma unroll
+        for (int i = 0; i < kN / 8; ++i) {  // fragment j's adjacent pairs e = 0, 1 are i = 2j + e
+          float c, s;
+          angles(h, i, c, s);
+          rotate_back(acc.c[i / 2][2 * h + i % 2], acc.c[i / 2 + kN / 16][2 * h + i % 2], c, s);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kN / 8; ++i) {  // pair i is fragment i's two columns
+          float c, s;
+          angles(h, i, c, s);
+          rotate_back(acc.c[i][2 * h], acc.c[i][2 * h + 1], c, s);
+        }
+      }
+    }
   }
 
   // A 16-bit table value (the low half of `bits`) as fp32.
