@@ -15,12 +15,15 @@
 namespace blockattn {
 
 // What chooses among a table row's kernels (its variants: KernelOf in
-// common/kernel_launcher.cuh): the kind of batch, and whether a backward's
-// query heads are grouped (num_q_heads != num_kv_heads), which a row may
-// serve with a kernel of its own.
+// common/kernel_launcher.cuh): the kind of batch, whether a backward's
+// query heads are grouped (num_q_heads != num_kv_heads), and whether the
+// host staged the rotary tables' rows for TMA copies (sm90's
+// Params::staged_angles, set by its backend after kernel_variant()), each
+// of which a row may serve with a kernel of its own.
 struct KernelVariant {
   BatchKind batch;
   bool grouped_backward;
+  bool staged_tables = false;
 };
 inline KernelVariant kernel_variant(const core::Problem& p) {
   return {batch_kind(p, core::DeviceTraits{core::memory_peak_gbps()}), grouped_backward(p)};
@@ -68,12 +71,16 @@ const KernelEntry<Params>* find_entry(const KernelEntry<Params> (&entries)[kN], 
 // Sizes the persistent grid for up to `max_tiles` tiles and launches the
 // row's kernel for the problem's variant.
 template <typename Params>
-Status launch_persistent(const KernelEntry<Params>& kernel, const core::Problem& p, const Params& params,
+Status launch_persistent(const KernelEntry<Params>& kernel, KernelVariant variant, const Params& params,
                          int64_t max_tiles, cudaStream_t stream, const char* what) {
-  const KernelVariant variant = kernel_variant(p);
   int num_ctas = 0;
   BLOCKATTN_RETURN_IF_ERROR(core::persistent_grid(kernel.ctas_per_sm(variant), max_tiles, &num_ctas));
   return core::cuda_status(kernel.launch(params, variant, num_ctas, stream), what);
+}
+template <typename Params>
+Status launch_persistent(const KernelEntry<Params>& kernel, const core::Problem& p, const Params& params,
+                         int64_t max_tiles, cudaStream_t stream, const char* what) {
+  return launch_persistent(kernel, kernel_variant(p), params, max_tiles, stream, what);
 }
 
 }  // namespace blockattn

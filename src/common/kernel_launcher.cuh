@@ -82,8 +82,9 @@ struct KernelLauncher {
 // and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add
 // nested variants with the same two members: `ShortSequences`, `FewBlocks`
 // and `ManyBlocks`, the row's kernels for BatchKind::kShort, kFewBlocks and
-// kManyBlocks (core/batch_kind.h), and `Grouped`, its kernel for a backward
-// with grouped query heads (KernelVariant).
+// kManyBlocks (core/batch_kind.h), `Grouped`, its kernel for a backward
+// with grouped query heads, and `StagedTables`, its kernel where the host
+// staged the rotary tables' rows (KernelVariant).
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
 
@@ -107,18 +108,27 @@ template <typename Of, typename = void>
 constexpr bool kHasGroupedVariant = false;  // the row's kernel serves grouped heads itself, or its backend refuses them
 template <typename Of>
 constexpr bool kHasGroupedVariant<Of, std::void_t<typename Of::Grouped>> = true;
+template <typename Of, typename = void>
+constexpr bool kHasStagedTablesVariant = false;  // the row's kernels stage no table rows, or stage them themselves
+template <typename Of>
+constexpr bool kHasStagedTablesVariant<Of, std::void_t<typename Of::StagedTables>> = true;
 
 template <typename Params, typename Of>
 using LauncherFor = KernelLauncher<Params, Of::kernel, typename Of::Config>;
 
 // fn(LauncherFor<the variant's kernel>{}): Grouped where the problem's heads
-// are grouped and the row has it, else the variant of the batch's kind where
-// the row has one, else the row's kernel.
+// are grouped and the row has it, else the short-sequence kernel for short
+// batches, else StagedTables where the host staged the tables' rows and the
+// row has it (the host stages them only for batches that kernel serves),
+// else the variant of the batch's kind where the row has one, else the
+// row's kernel.
 template <typename Params, typename Of, typename Fn>
 auto with_variant(KernelVariant variant, Fn&& fn) {
   if constexpr (kHasGroupedVariant<Of>)
     if (variant.grouped_backward) return fn(LauncherFor<Params, typename Of::Grouped>{});
   if (variant.batch == BatchKind::kShort) return fn(LauncherFor<Params, typename ShortSequencesOf<Of>::type>{});
+  if constexpr (kHasStagedTablesVariant<Of>)
+    if (variant.staged_tables) return fn(LauncherFor<Params, typename Of::StagedTables>{});
   if (variant.batch == BatchKind::kFewBlocks) return fn(LauncherFor<Params, typename FewBlocksOf<Of>::type>{});
   if (variant.batch == BatchKind::kManyBlocks) return fn(LauncherFor<Params, typename ManyBlocksOf<Of>::type>{});
   return fn(LauncherFor<Params, Of>{});

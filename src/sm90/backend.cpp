@@ -156,7 +156,9 @@ class Sm90Backend final : public core::KernelBackend {
     // Tiles are (block, query head), but for the grouped backward's units (block, KV head).
     const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
                               (grouped_backward(p) ? p.shape.num_kv_heads : p.shape.num_q_heads);
-    return launch_persistent(*kernel, p, params, max_tiles, stream, "launching the kHopper kernel");
+    KernelVariant variant = kernel_variant(p);
+    variant.staged_tables = params.staged_angles;  // the row's StagedTables kernel, where it has one
+    return launch_persistent(*kernel, variant, params, max_tiles, stream, "launching the kHopper kernel");
   }
 };
 

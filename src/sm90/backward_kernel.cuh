@@ -55,7 +55,8 @@ constexpr bool short_sequences_kernel_differs(int head_dim) {
 }
 
 // kStagedAngles: the rotary prologue's table rows come staged
-// (backward_stages_angles), which takes dS's staging into V's buffer.
+// (backward_stages_angles; the row's StagedTables kernel), which takes dS's
+// staging into V's buffer to make room for the slots.
 template <typename T, int D, int B, bool kShortKernel, bool kStagedAngles = false>
 struct BackwardConfig {
   static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
@@ -79,7 +80,7 @@ struct BackwardConfig {
   static constexpr int kTileBytes = kChunks * kChunkBytes;  // one of Q, K, V, dO
   static constexpr int kStageBytes = 4 * kTileBytes;
   static constexpr int kProbTileBytes = kRows * kKeys * 2;  // P or dS
-  static constexpr bool kDsInV = (kShortKernel && stage_ds_in_v(D, BatchKind::kShort)) || (kStagedAngles && D == 128);
+  static constexpr bool kDsInV = (kShortKernel && stage_ds_in_v(D, BatchKind::kShort)) || kStagedAngles;
   static constexpr bool kStagesAngles = kStagedAngles;
   static_assert(!kDsInV || kTileBytes >= kProbTileBytes, "dS fits in V's buffer");
   static constexpr int kScratchBytes = (kDsInV ? 1 : 2) * kProbTileBytes;  // per consumer
@@ -90,7 +91,10 @@ struct BackwardConfig {
   // computes; at D = 192, with the scratch, 225 KB of the 227 KB a CTA may
   // have). Past 192 columns a stage is 128 KB and only one fits: no kernel
   // there.
-  static constexpr int kStages = (kConsumers == 3 && !kDsInV ? 160 * 1024 : 192 * 1024) / kStageBytes;
+  // (Staged angles keep 5 at D = 64: the third consumer's 32 KB go to the
+  // three consumers' slots and their scratch.)
+  static constexpr int kStages =
+      (kConsumers == 3 && (!kDsInV || kStagedAngles) ? 160 * 1024 : 192 * 1024) / kStageBytes;
   static constexpr int kSmemBytes =
       1024 /* alignment slack */ + kStages * kStageBytes + kConsumers * kScratchBytes + 2 * kStages * 8;
   // 128 x 40 + 256 x 232 <= 64K with two consumers, 128 x 40 + 384 x 152 with three.
@@ -139,50 +143,61 @@ struct BackwardSmem {
   }
 };
 
-// The per-tile backward's slot of staged rotary table rows
-// (backward_stages_angles), one for all consumers, in tile order: the
-// producer fills it for the CTA's tile n once tile n - 1's prologue has
-// released it (`empty`: 128 arrivals, the prologue's consumer threads);
-// tile n's consumer waits for that release first, which keeps the slot's
-// `full` barrier within one phase of what it waits for (the consumers take
-// the tiles in turn, as consume_tiles' shared stages). In dynamic shared memory
-// after the ring's barriers, in launches that stage only
-// (BackwardLaunchConfig).
+// The per-tile backward's slots of staged rotary table rows
+// (backward_stages_angles): the CTA's tile n takes slot n % kSlots, which
+// the producer fills once the slot's previous tile, n - kSlots, has
+// released it (`empty`: 128 arrivals, the prologue's consumer threads).
+// Tile n's consumer waits for that release first, which keeps the slot's
+// `full` barrier within one phase of what it waits for.
+//   D = 128: one slot, the two consumers' tiles in turn (16 KB, freed by dS
+//            in V's buffer);
+//   D = 64:  a slot per consumer (consume_tiles gives consumer c the tiles
+//            c + 3j), so that no consumer's prologue waits for another's:
+//            with one slot in tile order the producer held each tile's
+//            copies for the previous tile's prologue (1.47x the plain
+//            backward, docs/perf.md, "Session 44").
+// In dynamic shared memory after the ring's barriers.
 template <typename Cfg>
-struct BackwardAngleSlot {
+struct BackwardAngleSlots {
+  static constexpr int kSlots = Cfg::kConsumers == 3 ? 3 : 1;
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kPaddedD / 2) * 2;  // one table's rows, 16-bit, r <= D
+  static constexpr int kSlotBytes = 2 * kTableBytes;                        // cos rows, then sin rows
   static constexpr int kUsedBytes =
       Cfg::kStages * Cfg::kStageBytes + Cfg::kConsumers * Cfg::kScratchBytes + 2 * Cfg::kStages * 8;  // BackwardSmem's
   static constexpr int kOffset = (kUsedBytes + 127) / 128 * 128;
-  static constexpr int kExtraSmemBytes = kOffset + 2 * kTableBytes + 2 * 8 - kUsedBytes;
-  unsigned char* rows;  // cos rows, then sin rows
-  Barrier* full;        // producer -> consumer: tile n's rows have landed
-  Barrier* empty;       // consumer -> producer: tile n's prologue is past its reads
+  static constexpr int kExtraSmemBytes = kOffset + kSlots * (kSlotBytes + 2 * 8) - kUsedBytes;
+  unsigned char* rows;  // slot s: rows + s * kSlotBytes
+  Barrier* full;        // full[s], producer -> consumer: the slot's rows have landed
+  Barrier* empty;       // empty[s], consumer -> producer: the slot's tile's prologue is past its reads
 
-  __device__ explicit BackwardAngleSlot(unsigned char* tiles)
-      : rows(tiles + kOffset), full(reinterpret_cast<Barrier*>(rows + 2 * kTableBytes)), empty(full + 1) {}
+  __device__ explicit BackwardAngleSlots(unsigned char* tiles)
+      : rows(tiles + kOffset), full(reinterpret_cast<Barrier*>(rows + kSlots * kSlotBytes)), empty(full + kSlots) {}
+  __device__ unsigned char* cos_rows(int slot) const { return rows + slot * kSlotBytes; }
+  __device__ unsigned char* sin_rows(int slot) const { return cos_rows(slot) + kTableBytes; }
+  // The CTA's n-th tile's slot, and that slot's use count before it.
+  __device__ static int slot_of(int n) { return n % kSlots; }
+  __device__ static uint32_t use_of(int n) { return static_cast<uint32_t>(n / kSlots); }
 };
-struct NoBackwardAngleSlot {
-  __device__ explicit NoBackwardAngleSlot(unsigned char*) {}
+struct NoBackwardAngleSlots {
+  __device__ explicit NoBackwardAngleSlots(unsigned char*) {}
 };
 
-// The per-tile backward's launch config: its own, and the slot where it
-// stages angles, launched with it only where the host staged them.
+// The per-tile backward's launch config: its own, plus the slots where it
+// stages angles.
 template <typename Cfg>
 struct BackwardLaunchConfig : Cfg {
   static constexpr int kSmemBytes =
-      Cfg::kSmemBytes + (Cfg::kStagesAngles ? BackwardAngleSlot<Cfg>::kExtraSmemBytes : 0);
-  static int launch_smem_bytes(const Params& p) { return p.staged_angles ? kSmemBytes : Cfg::kSmemBytes; }
+      Cfg::kSmemBytes + (Cfg::kStagesAngles ? BackwardAngleSlots<Cfg>::kExtraSmemBytes : 0);
 };
 
-// `slot`: BackwardAngleSlot where the kernel stages the prologue's angles
+// `slots`: BackwardAngleSlots where the kernel stages the prologue's angles
 // (then `tile_index` is the CTA's index of this tile), else
-// NoBackwardAngleSlot.
-template <typename T, int D, int B, bool S, bool A, typename Hooks, typename Slot>
+// NoBackwardAngleSlots.
+template <typename T, int D, int B, bool S, bool A, typename Hooks, typename Slots>
 __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hooks,
                                               const BackwardSmem<T, D, B, S, A>& sm, const tile::TileCoords& t,
-                                              int stage, int consumer, const Slot& slot, int tile_index) {
+                                              int stage, int consumer, const Slots& slots, int tile_index) {
   using Cfg = BackwardConfig<T, D, B, S, A>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = tile::SwizzledRows<Cfg::kKeys>;
@@ -218,24 +233,26 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   }
   // Where the rows are staged, the epilogues' angles are read from them
   // too, before the slot goes back (tile::PackedRowAngles).
-  constexpr bool kStaged = !std::is_same_v<Slot, NoBackwardAngleSlot>;
+  constexpr bool kStaged = !std::is_same_v<Slots, NoBackwardAngleSlots>;
   std::conditional_t<kStaged, tile::PackedRowAngles<kPaddedD>, tile::NoRowAngles> staged_angles{};
   if constexpr (!kStaged) {
     hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   } else if (p.staged_angles) {
-    if (tile_index > 0) slot.empty->wait(static_cast<uint32_t>(tile_index - 1) & 1u);  // tile n - 1's release
-    slot.full->wait(static_cast<uint32_t>(tile_index) & 1u);
+    const int slot = Slots::slot_of(tile_index);
+    const uint32_t use = Slots::use_of(tile_index);
+    if (use > 0) slots.empty[slot].wait((use - 1) & 1u);  // the slot's previous tile's release
+    slots.full[slot].wait(use & 1u);
     // The rows were copied as one range from the block's first position: a
     // tile packing several sequences with in-sequence positions (the
     // backward's tiles table packs short ones) reads the table itself.
     if (hooks.positions_follow_rows(t)) {
-      const tile::StagedAngles rows{slot.rows, slot.rows + BackwardAngleSlot<Cfg>::kTableBytes, t.first_position};
+      const tile::StagedAngles rows{slots.cos_rows(slot), slots.sin_rows(slot), t.first_position};
       hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v, rows);
       staged_angles = hooks.template staged_row_angles<kPaddedD>(t, row0, lane, rows);
     } else {
       hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);  // staged_angles: not loaded
     }
-    slot.empty->arrive();  // this thread's reads of the slot are done (or skipped)
+    slots.empty[slot].arrive();  // this thread's reads of the slot are done (or skipped)
   } else {
     hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   }
@@ -339,11 +356,13 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   }
 }
 
-template <typename T, int D, int B, core::Fusion F, bool S>
+// kStagedAngles: the row's StagedTables kernel, which the host launches
+// where it encoded the tables' row maps (Params::staged_angles).
+template <typename T, int D, int B, core::Fusion F, bool S, bool kStagedAngles = false>
 __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
     backward_kernel(const __grid_constant__ Params p) {
   wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
-  constexpr bool kStagedAngles = backward_stages_angles(D, F, S);
+  static_assert(!kStagedAngles || backward_stages_angles(D, F, S), "backward_stages_angles names the staging kernels");
   using Cfg = BackwardConfig<T, D, B, S, kStagedAngles>;
   extern __shared__ unsigned char smem_raw[];
   const BackwardSmem<T, D, B, S, kStagedAngles> sm(smem_raw);
@@ -351,18 +370,22 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;  // Hq == Hkv
   tile::QueryHeadWalk<F> coords_of(p.attn);                                  // the producer's alone
 
-  using Slot = std::conditional_t<kStagedAngles, BackwardAngleSlot<Cfg>, NoBackwardAngleSlot>;
-  const Slot slot(sm.tiles);
+  using Slots = std::conditional_t<kStagedAngles, BackwardAngleSlots<Cfg>, NoBackwardAngleSlots>;
+  const Slots slots(sm.tiles);
   if constexpr (kStagedAngles) {
     static_assert(BackwardLaunchConfig<Cfg>::kSmemBytes + 512 <= 227 * 1024,
-                  "the angle slot does not fit beside the ring and the published tiles");
-    if (threadIdx.x == 0 && p.staged_angles) {  // only where the launch has the slot's region
-      slot.full->init(1);
-      slot.empty->init(128);
+                  "the angle slots do not fit beside the ring and the published tiles");
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < Slots::kSlots; ++s) {
+        slots.full[s].init(1);
+        slots.empty[s].init(128);
+      }
     }
   }
-  int angle_fills = 0;     // the producer's: the slot's fills so far
+  int angle_fills = 0;     // the producer's: the slots' fills so far
   int consumer_tiles = 0;  // a consumer thread's: its tiles so far
+  // (The host launches this kernel only with the maps encoded; the check
+  // keeps a mismatch from reading slots no copy fills.)
   const bool staged = kStagedAngles && p.staged_angles;
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, p.attn.schedule.claims,
@@ -389,17 +412,18 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
         }
         if constexpr (kStagedAngles) {
           if (staged) {
-            if (angle_fills > 0) slot.empty->wait(static_cast<uint32_t>(angle_fills - 1) & 1u);
-            ++angle_fills;
+            const int slot = Slots::slot_of(angle_fills);
+            const uint32_t use = Slots::use_of(angle_fills++);
+            if (use > 0) slots.empty[slot].wait((use - 1) & 1u);
             load_table_rows<Cfg::kRows>(&p.cos_map, &p.sin_map, static_cast<int32_t>(t.first_position),
-                                        p.attn.rotary.half, slot.rows, slot.rows + BackwardAngleSlot<Cfg>::kTableBytes,
-                                        *slot.full);
+                                        p.attn.rotary.half, slots.cos_rows(slot), slots.sin_rows(slot),
+                                        slots.full[slot]);
           }
         }
       },
       [&](const tile::TileCoords& t, int stage, int consumer) BLOCKATTN_INLINE {
         // This consumer's j-th tile is the CTA's tile consumer + kConsumers j (consume_tiles).
-        backward_tile<T, D, B, S, kStagedAngles>(p, hooks, sm, t, stage, consumer, slot,
+        backward_tile<T, D, B, S, kStagedAngles>(p, hooks, sm, t, stage, consumer, slots,
                                                  consumer + Cfg::kConsumers * consumer_tiles++);
       });
 }
@@ -417,7 +441,8 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
 // grouped-query kernel as their `Grouped` variant, and as their `FewBlocks`
 // variant the same kernel with a group of one (at D = 64 its consumers take
 // alternate units); at D = 64 also as `ManyBlocks`, the alternate units on
-// walks of their own.
+// walks of their own. Rotary rows at D = 64 and 128 carry as `StagedTables`
+// the long kernel that stages 16-bit tables' rows (backward_stages_angles).
 namespace blockattn {
 namespace sm90 {
 template <typename T, int D, core::Fusion F, GroupedForm kForm>
@@ -441,18 +466,27 @@ struct GroupedBackwardOf<T, D, B, F, true> : ManyBlocksFormOf<T, D, B, F> {
   using Grouped = GroupedBackwardForm<T, D, F, GroupedForm::kGroups>;
   using FewBlocks = GroupedBackwardForm<T, D, F, GroupedForm::kFewBlocks>;
 };
+template <typename T, int D, int B, core::Fusion F, bool = backward_stages_angles(D, F, false)>
+struct StagedTablesBackwardOf {};
+template <typename T, int D, int B, core::Fusion F>
+struct StagedTablesBackwardOf<T, D, B, F, true> {
+  // The long kernel staging 16-bit tables' rows (Params::staged_angles).
+  struct StagedTables {
+    using Config = BackwardLaunchConfig<BackwardConfig<T, D, B, false, true>>;
+    static constexpr auto kernel = backward_kernel<T, D, B, F, false, true>;
+  };
+};
 }  // namespace sm90
 
 template <typename T, int D, int B, core::Fusion F>
-struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> : sm90::GroupedBackwardOf<T, D, B, F> {
-  using Config =
-      sm90::BackwardLaunchConfig<sm90::BackwardConfig<T, D, B, false, sm90::backward_stages_angles(D, F, false)>>;
+struct KernelOf<sm90::Params, Operation::kBackward, T, D, B, F> : sm90::GroupedBackwardOf<T, D, B, F>,
+                                                                  sm90::StagedTablesBackwardOf<T, D, B, F> {
+  using Config = sm90::BackwardConfig<T, D, B, false>;
   static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, false>;
   // The same kernel where neither dS's staging nor the boxes change.
   struct ShortSequences {
     static constexpr bool kDiffers = sm90::short_sequences_kernel_differs(D);
-    using Config = sm90::BackwardLaunchConfig<
-        sm90::BackwardConfig<T, D, B, kDiffers, sm90::backward_stages_angles(D, F, kDiffers)>>;
+    using Config = sm90::BackwardConfig<T, D, B, kDiffers>;
     static constexpr auto kernel = sm90::backward_kernel<T, D, B, F, kDiffers>;
   };
   // The host encodes row boxes only for a kernel that loads them.

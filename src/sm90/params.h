@@ -58,17 +58,19 @@ constexpr bool forward_stages_angles(int head_dim, core::Fusion fusion, bool pac
   return fusion == core::Fusion::kRotary && head_dim == 128 && !packed_tiles;
 }
 
-// Whether the per-tile backward's producer stages each tile's rotary table
-// rows (16-bit tables, the host's choice as in the forward), in one slot
-// its consumers share in tile order, on the long kernel at D = 128, where
-// dS in V's buffer frees the 16 KB it takes. H100, rotary over plain
-// backward with bf16 tables: headline-d128 1.24x -> 1.05-1.06x,
-// sweep-d128-L256-f0.5 1.62x -> 1.35-1.39x. At D = 64 (an 8 KB slot beside
-// the five stages) headline-d64 went 1.10x -> 1.47x: its tiles are short,
-// and one slot in tile order serializes three consumers' prologues behind
-// the copies (docs/perf.md, "Session 44").
+// Whether the per-tile backward has a kernel whose producer stages each
+// tile's rotary table rows (16-bit tables, the host's choice as in the
+// forward): the row's `StagedTables` kernel, for long batches, which the
+// host launches where it encoded the tables' row maps; fp32 tables keep the
+// plain kernel. At D = 128 one slot its two consumers take in turn (dS in
+// V's buffer frees the 16 KB): H100, rotary over plain backward with bf16
+// tables, headline-d128 1.24x -> 1.05-1.06x, sweep-d128-L256-f0.5 1.62x ->
+// 1.35-1.39x. At D = 64 a slot per consumer (one slot in tile order read
+// 1.47x against 1.10x: docs/perf.md, "Session 44"): headline-d64
+// 1.13x -> 1.05-1.07x, and fp32 tables at D = 128 1.31x -> 1.27-1.28x on
+// the plain kernel again ("Session 45").
 constexpr bool backward_stages_angles(int head_dim, core::Fusion fusion, bool short_kernel) {
-  return fusion == core::Fusion::kRotary && head_dim == 128 && !short_kernel;
+  return fusion == core::Fusion::kRotary && (head_dim == 64 || head_dim == 128) && !short_kernel;
 }
 
 // Whether a backward row has the grouped-query kernel (grouped_backward.cuh),
@@ -144,8 +146,8 @@ struct Params {
   // kStoresByTma (the host reads it as KernelEntry::stores_by_tma).
   CUtensorMap dq_map, dk_map, dv_map;
   // Maps of the rotary cos and sin tables ([P, r/2] rows, boxes of a block's
-  // rows), where staged_angles: the forward stages them
-  // (forward_stages_angles).
+  // rows), where staged_angles: the kernel stages them
+  // (forward_stages_angles; backward_stages_angles, the StagedTables kernel).
   CUtensorMap cos_map, sin_map;
   // Outputs, written with plain 16-byte stores (or the maps above), never
   // past a block's end.
@@ -154,7 +156,7 @@ struct Params {
   AttentionParams attn;
   bool stepped_stores;  // the per-tile backward's row walk: backward_stores_stepped()
   int input_box_rows;   // the inputs' TMA box rows: backward_input_box_rows()
-  bool staged_angles;   // cos_map and sin_map are set (forward_stages_angles)
+  bool staged_angles;   // cos_map and sin_map are set (forward_stages_angles, backward_stages_angles)
 };
 
 // The dense forward's: TMA maps of q, k, v ([B, H, S, D], rank 4) and the
