@@ -2,7 +2,8 @@
 # Source trees for tools/bench_trees.sh, made here (no GPU needed): one per
 # argument, NAME or NAME:PATCH, each a `git archive` of REV (default HEAD)
 # into build_trees/NAME (ignored; the device tool carries it with
-# carry ["build_trees"]), with docs/experiments/PATCH.patch applied.
+# carry ["build_trees"]), with docs/experiments/PATCH.patch applied;
+# NAME:P1+P2 applies several, in order (patches measured alone, then together).
 #
 #   tools/make_trees.sh main ahead:sm90-slots-read-ahead gclaims:grouped-claimed-pairs
 #
@@ -10,7 +11,7 @@
 # it stay.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,11p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,12p' "$0"; exit 2; }
 rev=${REV:-HEAD}
 for spec in "$@"; do
   name=${spec%%:*}
@@ -20,11 +21,12 @@ for spec in "$@"; do
   rm -rf "$tree"
   mkdir -p "$tree"
   git archive "$rev" | tar -x -C "$tree"
-  if [ -n "$patch_name" ]; then
-    if ! patch -s -d "$tree" -p1 --no-backup-if-mismatch <"docs/experiments/$patch_name.patch"; then
-      echo "make_trees: docs/experiments/$patch_name.patch does not apply to $rev" >&2
+  IFS=+ read -r -a patches <<<"$patch_name"
+  for one in "${patches[@]}"; do
+    if ! patch -s -d "$tree" -p1 --no-backup-if-mismatch <"docs/experiments/$one.patch"; then
+      echo "make_trees: docs/experiments/$one.patch does not apply to $rev (tree $name)" >&2
       exit 1
     fi
-  fi
-  echo "$tree: $rev${patch_name:+ + $patch_name.patch}"
+  done
+  echo "$tree: $rev${patch_name:+ + ${patch_name//+/.patch + }.patch}"
 done
