@@ -99,8 +99,8 @@ struct TableView {
 };
 
 // One tile's table rows staged in shared memory by an sm_90 producer (TMA:
-// forward_kernel.cuh, and the per-tile backward_kernel.cuh at D = 128):
-// rows first .. first + kRows - 1 of the
+// forward_kernel.cuh at D = 128, and the per-tile backward_kernel.cuh's
+// StagedTables kernel at D = 64 and 128): rows first .. first + kRows - 1 of the
 // cos table, then of the sin table, each row `half` 16-bit values. Rows past
 // the table arrive as zeros; the prologue never reads them (in_table).
 struct StagedAngles {
@@ -197,7 +197,7 @@ class RotaryHooks {
   __device__ __forceinline__ void epilogue(Output o, Accumulator<kN>& acc, const TileCoords& t, int rows_begin,
                                            int /*col0*/, int lane) const {
     const RotaryParams& r = p_.rotary;
-    if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
+    if (!rotates_back(o)) return;
     const int64_t first = first_position(t);
     with_table([&](const auto& table) {
 #pragma unroll
@@ -275,9 +275,8 @@ class RotaryHooks {
   template <int kN>
   __device__ __forceinline__ void epilogue(Output o, Accumulator<kN>& acc, const TileCoords& t, int rows_begin,
                                            int col0, int lane, const RowAngles<kN>& a) const {
-    const RotaryParams& r = p_.rotary;
     if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
-    if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
+    if (!rotates_back(o)) return;
     rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s) {
       c = a.c[h][i];
       s = a.s[h][i];
@@ -336,7 +335,7 @@ class RotaryHooks {
                                            int col0, int lane, const PackedRowAngles<kN>& a) const {
     const RotaryParams& r = p_.rotary;
     if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
-    if (o == Output::kOut || (o == Output::kDv && !r.rotate_v)) return;
+    if (!rotates_back(o)) return;
     auto apply = [&](auto element) {
       rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s) {
         c = unpack_angle(a.cs[h][i] & 0xffffu, element);
@@ -351,6 +350,12 @@ class RotaryHooks {
 
  private:
   const AttentionParams& p_;
+
+  // Whether output o leaves rotated back: the gradients of the rotated
+  // tensors, not the forward output (it stays in the frame of the rotated v).
+  __device__ __forceinline__ bool rotates_back(Output o) const {
+    return o != Output::kOut && (o != Output::kDv || p_.rotary.rotate_v);
+  }
 
   // The prologue's rotation of a tile's Q, K (and V) with the angles of
   // `table` (a TableView or StagedTableView).
