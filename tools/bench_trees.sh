@@ -17,6 +17,10 @@
 # EXTRA_CMAKE, WORKLOADS, BENCH_ARGS, ROUNDS (default 2), OUT (default gpu_out/),
 # TREE_TIMEOUT (seconds per benchmark run, default 180).
 #
+# A tree with prebuilt/ (tools/prebuild_trees.sh, run here with the same
+# DIMS, BLOCKS and EXTRA_CMAKE) is unpacked, not built: the call's minutes go
+# to the GPU.
+#
 # Tests first, in the same call (a kernel change is timed only once it is
 # correct): TEST_FILTER runs the first tree's test_gpu with that GoogleTest
 # filter (and FUZZ_CASES fuzz cases, default 500), RACE_FILTER runs its
@@ -39,7 +43,10 @@ configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64
 
 if [ -n "${TEST_FILTER:-}${RACE_FILTER:-}" ]; then
   test_build="build_tree_$(basename "$1")_test"
-  if ! (cmake -S "$1" -B "$test_build" "${configure[@]}" && cmake --build "$test_build" -j "$(nproc)" --target test_gpu) \
+  if [ -f "$1/prebuilt/test_gpu.gz" ]; then
+    mkdir -p "$test_build/tests"
+    gunzip -c "$1/prebuilt/test_gpu.gz" >"$test_build/tests/test_gpu" && chmod +x "$test_build/tests/test_gpu"
+  elif ! (cmake -S "$1" -B "$test_build" "${configure[@]}" && cmake --build "$test_build" -j "$(nproc)" --target test_gpu) \
       >"$OUT/build_test.log" 2>&1; then
     echo "test build of $1 failed:"; tail -20 "$OUT/build_test.log"; exit 1
   fi
@@ -64,6 +71,12 @@ pids=() names=()
 for tree in "$@"; do
   name=$(basename "$tree")
   names+=("$name")
+  if [ -d "$tree/prebuilt" ]; then
+    mkdir -p "build_tree_$name/bench"
+    cp "$tree/prebuilt/bench_blockattn" "build_tree_$name/bench/"
+    gunzip -c "$tree/prebuilt/libblockattn.so.0.gz" >"build_tree_$name/libblockattn.so.0"
+    continue
+  fi
   ( cmake -S "$tree" -B "build_tree_$name" "${configure[@]}" -DBLOCKATTN_BUILD_TESTS=OFF &&
     cmake --build "build_tree_$name" -j "$jobs_each" --target bench_blockattn ) >"$OUT/build_$name.log" 2>&1 &
   pids+=($!)
@@ -82,8 +95,11 @@ for round in $(seq "$ROUNDS"); do
   for tree in "$@"; do
     name=$(basename "$tree")
     [[ "$hung" == *" $name "* ]] && continue
+    # The tree's own library first: a prebuilt benchmark's run path names
+    # the CPU machine's build folder.
     # shellcheck disable=SC2086  # BENCH_ARGS is split into several arguments on purpose
-    timeout "${TREE_TIMEOUT:-180}" stdbuf -oL "build_tree_$name/bench/bench_blockattn" --workloads "$WORKLOADS" \
+    LD_LIBRARY_PATH="build_tree_$name${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      timeout "${TREE_TIMEOUT:-180}" stdbuf -oL "build_tree_$name/bench/bench_blockattn" --workloads "$WORKLOADS" \
       ${BENCH_ARGS:-} --json "$OUT/tree_${name}_$round.json" >"$OUT/tree_${name}_$round.log" 2>&1
     rc=$?
     if [ $rc -eq 124 ]; then

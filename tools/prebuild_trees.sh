@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds tools/bench_trees.sh's trees here, on the CPU machine, so that a
+# device call spends its minutes running kernels, not compiling them. In
+# session 46 a D = 64 tree's benchmark and GPU tests built here in about two
+# minutes on two cores, and the session's last 50 s of device time tested and
+# measured a kernel.
+#
+#   DIMS=64 BLOCKS=64 TESTS=1 tools/prebuild_trees.sh build_trees/new build_trees/main
+#
+# Each tree gets prebuilt/: bench_blockattn and its libblockattn.so.0.gz, and
+# for the first tree with TESTS=1 test_gpu.gz. tools/bench_trees.sh, given
+# the same DIMS, BLOCKS and EXTRA_CMAKE, unpacks them instead of building.
+# gzip keeps a tree's library near 9 MB (test_gpu 9 MB more) under the device
+# tool's 64 MiB carry limit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH
+[ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
+first=1
+for tree in "$@"; do
+  name=$(basename "$tree")
+  build=/tmp/prebuild_$name
+  targets=(bench_blockattn)
+  tests=OFF
+  if [ "${TESTS:-0}" = 1 ] && [ $first = 1 ]; then
+    targets+=(test_gpu)
+    tests=ON
+  fi
+  # The options bench_trees.sh configures with (EXTRA_CMAKE split on purpose).
+  # shellcheck disable=SC2086
+  cmake -S "$tree" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" \
+    "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" -DBLOCKATTN_BUILD_TESTS=$tests ${EXTRA_CMAKE:-} >"$build.log" 2>&1
+  if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >>"$build.log" 2>&1; then
+    echo "prebuild of $tree failed:"
+    tail -20 "$build.log"
+    exit 1
+  fi
+  out=$tree/prebuilt
+  rm -rf "$out"
+  mkdir -p "$out"
+  cp "$build/bench/bench_blockattn" "$out/"
+  gzip -1 -c "$build/libblockattn.so.0" >"$out/libblockattn.so.0.gz"
+  if [ $tests = ON ]; then gzip -1 -c "$build/tests/test_gpu" >"$out/test_gpu.gz"; fi
+  echo "$out: $(du -sh "$out" | cut -f1) (DIMS=${DIMS:-64;128} BLOCKS=${BLOCKS:-64}${EXTRA_CMAKE:+ $EXTRA_CMAKE})"
+  first=0
+done
