@@ -37,13 +37,22 @@ mkdir -p "$OUT"
 # Every tree's configure, the tests' and the benchmarks' alike: one kernel set.
 # EXTRA_CMAKE adds options to all of them (e.g. -DBLOCKATTN_MANUAL_KERNELS=ON,
 # to time a manual row with BENCH_ARGS="--backend hopper").
-# shellcheck disable=SC2206  # EXTRA_CMAKE is split into several options on purpose
-configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}"
-  ${EXTRA_CMAKE:-})
+# shellcheck source=tools/tree_options.sh
+source tools/tree_options.sh
+configure=("${tree_options[@]}")
+# A prebuilt tree is used only if it was built with these options
+# (prebuild_trees.sh records them in prebuilt/options).
+prebuilt() { [ -d "$1/prebuilt" ] && [ "$(cat "$1/prebuilt/options" 2>/dev/null)" = "$(printf '%s\n' "${configure[@]}")" ]; }
+for tree in "$@"; do
+  if [ -d "$tree/prebuilt" ] && ! prebuilt "$tree"; then
+    echo "$tree/prebuilt was built with other options than DIMS, BLOCKS and EXTRA_CMAKE name here:"
+    cat "$tree/prebuilt/options" 2>/dev/null; exit 1
+  fi
+done
 
 if [ -n "${TEST_FILTER:-}${RACE_FILTER:-}" ]; then
   test_build="build_tree_$(basename "$1")_test"
-  if [ -f "$1/prebuilt/test_gpu.gz" ]; then
+  if prebuilt "$1" && [ -f "$1/prebuilt/test_gpu.gz" ]; then
     mkdir -p "$test_build/tests"
     gunzip -c "$1/prebuilt/test_gpu.gz" >"$test_build/tests/test_gpu" && chmod +x "$test_build/tests/test_gpu"
   elif ! (cmake -S "$1" -B "$test_build" "${configure[@]}" && cmake --build "$test_build" -j "$(nproc)" --target test_gpu) \
@@ -71,7 +80,7 @@ pids=() names=()
 for tree in "$@"; do
   name=$(basename "$tree")
   names+=("$name")
-  if [ -d "$tree/prebuilt" ]; then
+  if prebuilt "$tree"; then
     mkdir -p "build_tree_$name/bench"
     cp "$tree/prebuilt/bench_blockattn" "build_tree_$name/bench/"
     gunzip -c "$tree/prebuilt/libblockattn.so.0.gz" >"build_tree_$name/libblockattn.so.0"

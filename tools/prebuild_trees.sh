@@ -8,13 +8,17 @@
 #   DIMS=64 BLOCKS=64 TESTS=1 tools/prebuild_trees.sh build_trees/new build_trees/main
 #
 # Each tree gets prebuilt/: bench_blockattn and its libblockattn.so.0.gz, and
-# for the first tree with TESTS=1 test_gpu.gz. tools/bench_trees.sh, given
-# the same DIMS, BLOCKS and EXTRA_CMAKE, unpacks them instead of building.
+# for the first tree with TESTS=1 test_gpu.gz, and the CMake options they were
+# built with (tools/tree_options.sh). tools/bench_trees.sh, given the same
+# DIMS, BLOCKS and EXTRA_CMAKE, unpacks them instead of building; given
+# others, it stops.
 # gzip keeps a tree's library near 9 MB (test_gpu 9 MB more) under the device
 # tool's 64 MiB carry limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
+# shellcheck source=tools/tree_options.sh
+source tools/tree_options.sh
 [ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
 first=1
 for tree in "$@"; do
@@ -26,10 +30,7 @@ for tree in "$@"; do
     targets+=(test_gpu)
     tests=ON
   fi
-  # The options bench_trees.sh configures with (EXTRA_CMAKE split on purpose).
-  # shellcheck disable=SC2086
-  cmake -S "$tree" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DBLOCKATTN_HEAD_DIMS=${DIMS:-64;128}" \
-    "-DBLOCKATTN_BLOCK_SIZES=${BLOCKS:-64}" -DBLOCKATTN_BUILD_TESTS=$tests ${EXTRA_CMAKE:-} >"$build.log" 2>&1
+  cmake -S "$tree" -B "$build" "${tree_options[@]}" -DBLOCKATTN_BUILD_TESTS=$tests >"$build.log" 2>&1
   if ! cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >>"$build.log" 2>&1; then
     echo "prebuild of $tree failed:"
     tail -20 "$build.log"
@@ -41,6 +42,7 @@ for tree in "$@"; do
   cp "$build/bench/bench_blockattn" "$out/"
   gzip -1 -c "$build/libblockattn.so.0" >"$out/libblockattn.so.0.gz"
   if [ $tests = ON ]; then gzip -1 -c "$build/tests/test_gpu" >"$out/test_gpu.gz"; fi
+  printf '%s\n' "${tree_options[@]}" >"$out/options"  # bench_trees.sh checks them against its own
   echo "$out: $(du -sh "$out" | cut -f1) (DIMS=${DIMS:-64;128} BLOCKS=${BLOCKS:-64}${EXTRA_CMAKE:+ $EXTRA_CMAKE})"
   first=0
 done
