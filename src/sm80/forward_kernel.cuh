@@ -76,6 +76,12 @@ struct ForwardConfig {
   // spill, and lost 2.5 points at D = 160 with both changes.
   static constexpr bool kWidest = D >= 224;
   static constexpr bool kHoistLoadOffsets = sm80::kHoistLoadOffsets<kRows> && !kWidest;
+  // Where a round of the CTA's copies covers whole rows (D = 256: 32 units
+  // a row, 128 threads), the recomputed copies step through the rows
+  // instead (load_tile_async_stepped): 128 registers against 198. H200:
+  // bench_blockattn level (103.7%), bench/compare.py 1.7% faster
+  // (docs/perf.md, "Session 47", item 2).
+  static constexpr bool kSteppedLoads = kWidest && kThreads % (D / 8) == 0 && D % 64 == 0;
   // Tiles' schedule entries read a tile before their use (forward_kernel),
   // where it measured faster (docs/perf.md, "The sm80 forward's schedule
   // entries, read ahead"): the plain kernels at D <= 128 with 32- and
@@ -108,12 +114,15 @@ __device__ __forceinline__ void forward_issue_loads(const Params& p, const tile:
   using Cfg = ForwardConfig<T, D, B, F>;
   const ForwardOperands<T, D, B> ops(stage);
   const int valid = t.block.row_count;
-  load_tile_async<Cfg::kRows, D, Cfg::kThreads, Cfg::kHoistLoadOffsets>(
-      ops.q, tile::head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride, valid);
-  load_tile_async<Cfg::kRows, D, Cfg::kThreads, Cfg::kHoistLoadOffsets>(
-      ops.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride, valid);
-  load_tile_async<Cfg::kRows, D, Cfg::kThreads, Cfg::kHoistLoadOffsets>(
-      ops.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride, valid);
+  auto load = [&](T* tile, const T* src, int64_t row_stride) {
+    if constexpr (Cfg::kSteppedLoads)
+      load_tile_async_stepped<Cfg::kRows, D, Cfg::kThreads>(tile, src, row_stride, valid);
+    else
+      load_tile_async<Cfg::kRows, D, Cfg::kThreads, Cfg::kHoistLoadOffsets>(tile, src, row_stride, valid);
+  };
+  load(ops.q, tile::head_rows<T>(p.q, t.block, t.q_head), p.q.token_stride);
+  load(ops.k, tile::head_rows<T>(p.k, t.block, t.kv_head), p.k.token_stride);
+  load(ops.v, tile::head_rows<T>(p.v, t.block, t.kv_head), p.v.token_stride);
 }
 
 template <typename T, int D, int B, core::Fusion F>

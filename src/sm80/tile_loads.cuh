@@ -47,4 +47,39 @@ __device__ __forceinline__ void load_tile_async(T* tile, const T* src, int64_t r
   }
 }
 
+// load_tile_async's copies for a tile whose rows a round of the CTA's
+// threads covers in whole rows (kThreads a multiple of the row's 16-byte
+// units), recomputed per call but stepped: thread t copies unit t % U of
+// rows t / U + R r (R = kThreads / U rows a round), so its global address
+// advances by R rows a round and its shared one by R rows plus one of two
+// swizzled columns (row % 8 alternates between two values when R is 4, and
+// stays when R is a multiple of 8). load_tile_async spends about 26
+// instructions a copy on divisions, a 64-bit multiply and the swizzle;
+// FA2's copies about two (docs/perf.md, "Session 46", section 6).
+template <int kRows, int kCols, int kThreads, typename T>
+__device__ __forceinline__ void load_tile_async_stepped(T* tile, const T* src, int64_t row_stride, int valid_rows) {
+  using Layout = tile::SwizzledRows<kCols>;
+  constexpr int kUnits = Layout::kUnitsPerRow;
+  constexpr int kRowsPerRound = kThreads / kUnits;
+  static_assert(kThreads % kUnits == 0 && kCols % 64 == 0 && kRows % kRowsPerRound == 0 &&
+                    (kRowsPerRound == 4 || kRowsPerRound % 8 == 0),
+                "whole rows a round, 128-byte-multiple rows, a swizzle of one or two values");
+  const uint32_t tid = static_cast<uint32_t>(opaque(static_cast<int>(threadIdx.x)));  // unsigned: shifts and masks
+  const int unit = static_cast<int>(tid % kUnits), row0 = static_cast<int>(tid / kUnits);
+  const uint32_t base = tile::smem_u32(tile) + 2u * static_cast<uint32_t>(row0 * kCols);
+  // The two swizzled columns: rows row0 + R r for even and odd r.
+  const uint32_t col_even = 16u * static_cast<uint32_t>(unit ^ (row0 & 7));
+  const uint32_t col_odd = 16u * static_cast<uint32_t>(unit ^ ((row0 + kRowsPerRound) & 7));
+  const T* from = src + row0 * row_stride + unit * 8;
+  const int64_t step = kRowsPerRound * row_stride;
+#pragma unroll
+  for (int round = 0; round < kRows / kRowsPerRound; ++round) {
+    const int row = row0 + round * kRowsPerRound;
+    const bool valid = row < valid_rows;
+    const uint32_t dst = base + 2u * (round * kRowsPerRound * kCols) + (round % 2 == 0 ? col_even : col_odd);
+    cp_async_16(dst, valid ? from : src, valid ? 16 : 0);
+    from += step;
+  }
+}
+
 }  // namespace blockattn::sm80
