@@ -139,7 +139,7 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
   tile::Accumulator<kKeys> ds;
   ds.zero();
   gemm_abt<T, kKeys, D>(ds, sm.dout, row0, sm.v, lane);
-  if constexpr (D > 64) inv = tile::inverse_valid_rows(row_sum, row0, valid, lane);
+  if constexpr (D > 64) inv = tile::inverse_valid_rows<tile::Reciprocal::kIeee>(row_sum, row0, valid, lane);
   tile::softmax_grad_rows(probs, ds, inv);
 
   using ProbLayout = tile::SwizzledRows<kKeys>;

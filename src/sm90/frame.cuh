@@ -109,6 +109,16 @@ __device__ __forceinline__ void release_stage(Barrier& empty, int lane) {
   if (lane == 0) empty.arrive();
 }
 
+// The same for a stage the warp's lanes only read, or whose generic writes
+// their writers already fenced (zeroed tails, read next by wgmma): the
+// proxy fence there costs a MEMBAR.ALL.CTA and a FENCE.VIEW.ASYNC.S per
+// call, two calls per head in the grouped backward (docs/perf.md,
+// "Session 47"). The arrival's release orders the lanes' completed reads.
+__device__ __forceinline__ void release_fenced_stage(Barrier& empty, int lane) {
+  __syncwarp();
+  if (lane == 0) empty.arrive();
+}
+
 // A consumer's release of its stage (kPerThreadRelease above).
 template <typename Cfg>
 __device__ __forceinline__ void release_consumer_stage(Barrier& empty, int lane) {

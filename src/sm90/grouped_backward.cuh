@@ -59,6 +59,7 @@
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
 #include "sm90/grouped_ring.cuh"
+#include "sm90/stage_matrix.cuh"
 #include "sm90/tma_store.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
@@ -293,8 +294,8 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
         const TileTensors<Ring> in{sm.ring, first + Cfg::kHeadStride * g};
         in.wait(kHeadDout);
         in.wait(kHeadQ);
-        in.release(kHeadDout, lane);
-        in.release(kHeadQ, lane);
+        in.release_fenced(kHeadDout, lane);
+        in.release_fenced(kHeadQ, lane);
         if constexpr (Cfg::kTakeTurns) {
           for (int batch = 0; batch < 2; ++batch) {
             turns.wait_turn();
@@ -302,7 +303,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
           }
         }
       }
-      release_stage(*kv.empty, lane);
+      release_fenced_stage(*kv.empty, lane);
       return;
     }
   } else if constexpr (Cfg::kSplit == GroupedSplit::kUnits) {
@@ -344,14 +345,15 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
                    const CUtensorMap& map, int head) BLOCKATTN_INLINE {
     if constexpr (Cfg::kStoresByTma) {
       wait_store_reads(lane);
-      tile::stage_rows<ProbLayout, T>(acc, factor, probs, row0, 0, lane);
+      stage_rows_by_matrices<ProbLayout, T>(acc, factor, tile::smem_u32(probs), row0, lane);
       // The staging read as one chunk of the tile layout (ProbLayout's offsets), the store map's box.
       store_staged_rows<tile::Chunked<kRows, Cfg::kChunkCols>, kCols, kRowWalk>(map, probs, out, unit.block, head, col0,
                                                                                 row0, lane);
     } else {
-      tile::write_rows<ProbLayout, T, kCols, kCols, kRowWalk>(acc, factor, probs, row0,
-                                                              tile::head_rows_out<T>(out, unit.block, head) + col0,
-                                                              out.token_stride, valid, lane);
+      stage_rows_by_matrices<ProbLayout, T>(acc, factor, tile::smem_u32(probs), row0, lane);
+      __syncwarp();
+      tile::store_rows<ProbLayout, kCols, kRowWalk>(probs, row0, tile::head_rows_out<T>(out, unit.block, head) + col0,
+                                                    out.token_stride, valid, lane);
       __syncwarp();
     }
   };
@@ -395,9 +397,9 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     // The warp's rows of this consumer's P and dS tiles: the last thing there
     // was the warp's own output, stored (by TMA: once the TMA unit has read it).
     if constexpr (Cfg::kStoresByTma) wait_store_reads(lane);
-    tile::stage_rows<ProbLayout, T>(s, one, probs, row0, 0, lane);
-    tile::stage_rows<ProbLayout, T>(ds, one, dscores, row0, 0, lane);
     tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
+    stage_operand_matrices<ProbLayout>(tile::to_operand<T>(s), tile::smem_u32(probs), row0, lane);
+    stage_operand_matrices<ProbLayout>(ds_rows, tile::smem_u32(dscores), row0, lane);
     named_barrier_sync(own_barrier, 128);  // P and dS of all rows are in place
     tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows, ProbLayout>(probs, row0, lane);
     tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows, ProbLayout>(dscores, row0, lane);
@@ -422,10 +424,10 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     wgmma_wait<0>();
     fence_rs_product(dv, p_keys);
     fence_rs_product(dk, ds_keys);
-    in.release(kHeadDout, lane);
-    in.release(kHeadQ, lane);
+    in.release_fenced(kHeadDout, lane);
+    in.release_fenced(kHeadQ, lane);
   }
-  release_stage(*kv.empty, lane);  // the last products that read K and V are done
+  release_fenced_stage(*kv.empty, lane);  // the last products that read K and V are done
   write(dv, one, p.dv, p.dv_map, unit.kv_head);
   write(dk, scale, p.dk, p.dk_map, unit.kv_head);
 }

@@ -70,6 +70,11 @@ struct TileTensors {
   __device__ void release(int n, int lane) const {
     release_stage(ring.empty[RingSlot<Ring::kSlotCount>::of(first + n).stage], lane);
   }
+  // The same where the warp's generic writes to the slot, if any, were
+  // fenced when made (frame.cuh's release_fenced_stage).
+  __device__ void release_fenced(int n, int lane) const {
+    release_fenced_stage(ring.empty[RingSlot<Ring::kSlotCount>::of(first + n).stage], lane);
+  }
 };
 
 // The whole frame for `num_tiles` tiles (the CTA's i-th is cta_tile(i),

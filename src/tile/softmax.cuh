@@ -11,6 +11,32 @@
 
 namespace blockattn::tile {
 
+// A row reduction over a thread's fragments in four partial chains per row
+// (by the element's column parity and its fragment's), joined at the end: a
+// 16-deep dependent chain of FMNMX, FADD or FFMA per row becomes four of
+// depth 4 and two joins, which matters with two warps a scheduler (the
+// grouped backward at D = 64 issues 44% of its cycles; docs/perf.md,
+// "Session 47").
+struct RowPartials {
+  float part[2][4];
+  __device__ __forceinline__ explicit RowPartials(float init) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        part[r][i] = init;
+  }
+  // Element (j, e) of the accumulator: row e >> 1, chain (e & 1) + 2 (j & 1).
+  __device__ __forceinline__ float& of(int j, int e) { return part[e >> 1][(e & 1) + 2 * (j & 1)]; }
+  __device__ __forceinline__ void max_in(int j, int e, float x) { of(j, e) = fmaxf(of(j, e), x); }
+  __device__ __forceinline__ void add_in(int j, int e, float x) { of(j, e) += x; }
+  __device__ __forceinline__ void fma_in(int j, int e, float x, float y) { of(j, e) = fmaf(x, y, of(j, e)); }
+  __device__ __forceinline__ float max(int r) const {
+    return fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
+  }
+  __device__ __forceinline__ float sum(int r) const { return (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]); }
+};
+
 // Which key columns a thread's two rows (lane / 4 and lane / 4 + 8 of its
 // 16) may see: the first valid_cols (a block), or for each row its own range
 // [lo, lo + width) (a packed tile, one unsigned compare per column).
@@ -38,23 +64,23 @@ template <int kN, bool kMasked, typename Keys>
 __device__ __forceinline__ void exp_rows(Accumulator<kN>& s, const Keys& keys, float scale_log2, float (&row_sum)[2],
                                          int lane) {
   auto masked = [&](int j, int e) { return kMasked && keys.outside(fragment_col(j, e, lane), e >> 1); };
-  float row_max[2] = {-INFINITY, -INFINITY};
+  RowPartials row_max(-INFINITY);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      row_max[e >> 1] = fmaxf(row_max[e >> 1], masked(j, e) ? -INFINITY : s.c[j][e]);
-  const float max_scaled[2] = {quad_max(row_max[0]) * scale_log2, quad_max(row_max[1]) * scale_log2};
-  row_sum[0] = row_sum[1] = 0.f;
+      row_max.max_in(j, e, masked(j, e) ? -INFINITY : s.c[j][e]);
+  const float max_scaled[2] = {quad_max(row_max.max(0)) * scale_log2, quad_max(row_max.max(1)) * scale_log2};
+  RowPartials sums(0.f);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       s.c[j][e] = masked(j, e) ? 0.f : fast_exp2(fmaf(s.c[j][e], scale_log2, -max_scaled[e >> 1]));
-      row_sum[e >> 1] += s.c[j][e];
+      sums.add_in(j, e, s.c[j][e]);
     }
-  row_sum[0] = quad_sum(row_sum[0]);
-  row_sum[1] = quad_sum(row_sum[1]);
+  row_sum[0] = quad_sum(sums.sum(0));
+  row_sum[1] = quad_sum(sums.sum(1));
 }
 
 // exp_rows for a block whose first valid_cols key columns are real (the
@@ -94,18 +120,31 @@ __device__ __forceinline__ void exp_rows_in_tile(Accumulator<kN>& s, const sched
   exp_rows<kN, true>(s, keys, scale_log2, row_sum, lane);
 }
 
-// 1 / row_sum for the forward's normalization (row_sum >= 1 for every row:
-// its max term is exp2(0)).
+// How 1 / row_sum is taken. row_sum lies in [1, keys] (its max term is
+// exp2(0)), far from where the approximate reciprocal (MUFU.RCP, 2 ulp at
+// most) differs from IEEE's, whose `1.f / x` adds a test and a branch to a
+// slow path per row (3.5% of the grouped backward's samples at D = 64,
+// docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at
+// D = 128, where ptxas, at the 255-register ceiling, spilled 28 bytes more
+// with kApprox.
+enum class Reciprocal { kApprox, kIeee };
+template <Reciprocal kR = Reciprocal::kApprox>
+__device__ __forceinline__ float reciprocal_of_sum(float row_sum) {
+  return kR == Reciprocal::kApprox ? __fdividef(1.f, row_sum) : 1.f / row_sum;
+}
+
+// 1 / row_sum for the forward's normalization.
 __device__ __forceinline__ RowScale inverse(const float (&row_sum)[2]) {
-  return {{1.f / row_sum[0], 1.f / row_sum[1]}};
+  return {{reciprocal_of_sum(row_sum[0]), reciprocal_of_sum(row_sum[1])}};
 }
 
 // The backward's normalization of P for the warp's rows row0.. of a tile:
 // 1 / row_sum, and 0 for rows at or past valid_rows (they must add nothing to
 // dK and dV).
+template <Reciprocal kR = Reciprocal::kApprox>
 __device__ __forceinline__ RowScale inverse_valid_rows(const float (&row_sum)[2], int row0, int valid_rows, int lane) {
-  return {{row0 + lane / 4 < valid_rows ? 1.f / row_sum[0] : 0.f,
-           row0 + lane / 4 + 8 < valid_rows ? 1.f / row_sum[1] : 0.f}};
+  return {{row0 + lane / 4 < valid_rows ? reciprocal_of_sum<kR>(row_sum[0]) : 0.f,
+           row0 + lane / 4 + 8 < valid_rows ? reciprocal_of_sum<kR>(row_sum[1]) : 0.f}};
 }
 
 // The backward's softmax step, in place:
@@ -115,16 +154,15 @@ __device__ __forceinline__ RowScale inverse_valid_rows(const float (&row_sum)[2]
 template <int kN>
 __device__ __forceinline__ void softmax_grad_rows(Accumulator<kN>& p, Accumulator<kN>& dp, const RowScale& inverse) {
   const float(&inv)[2] = inverse.row;
-  float dot[2] = {0.f, 0.f};
+  RowPartials dots(0.f);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       p.c[j][e] *= inv[e >> 1];
-      dot[e >> 1] += p.c[j][e] * dp.c[j][e];
+      dots.fma_in(j, e, p.c[j][e], dp.c[j][e]);
     }
-  dot[0] = quad_sum(dot[0]);
-  dot[1] = quad_sum(dot[1]);
+  const float dot[2] = {quad_sum(dots.sum(0)), quad_sum(dots.sum(1))};
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll

@@ -1,0 +1,52 @@
+// Staging a warp's 16 accumulator rows in a shared-memory tile with
+// stmatrix (sm_90): one instruction per 16 columns, where tile::stage_rows
+// spends four 4-byte stores, each with its own swizzled address. In the
+// grouped backward at D = 64 the staging of P, dS and dQ took 48 stores and
+// about as many address instructions of the 889 a warp issues per head
+// (docs/perf.md, "Session 47").
+#pragma once
+
+#include <cstdint>
+
+#include "tile/fragments.cuh"
+#include "tile/smem_layout.cuh"
+
+namespace blockattn::sm90 {
+
+// ldmatrix_x4's inverse: register i of every lane into matrix i, whose eight
+// row addresses lanes 8i..8i+7 give. No libcu++ header has stmatrix.
+__device__ __forceinline__ void stmatrix_x4(const uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// Fragments in A-operand shape (tile::to_operand: a[kk][0..3] = rows g and
+// g + 8 of columns 16 kk.. and 16 kk + 8..) written as the warp's rows
+// row0.. of a `Layout` tile at byte address `base`. Matrix i of k-step kk
+// is rows row0 + 8 (i % 2).., columns 16 kk + 8 (i / 2)..: lane l addresses
+// row row0 + l % 8 + 8 ((l / 8) % 2), column 16 kk + 8 (l / 16).
+template <typename Layout, int kK>
+__device__ __forceinline__ void stage_operand_matrices(const tile::OperandA<kK>& op, uint32_t base, int row0,
+                                                       int lane) {
+  const int row = row0 + lane % 8 + 8 * ((lane / 8) % 2), col = 8 * (lane / 16);
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk)
+    stmatrix_x4(op.a[kk], tile::smem_addr<Layout>(base, row, 16 * kk + col));
+}
+
+// tile::stage_rows by stmatrix: the warp's 16 x kN accumulator rows, scaled
+// per row and rounded to T, into rows row0.. of a `Layout` tile.
+template <typename Layout, typename T, int kN>
+__device__ __forceinline__ void stage_rows_by_matrices(const tile::Accumulator<kN>& acc, const tile::RowScale& scale,
+                                                       uint32_t base, int row0, int lane) {
+  tile::Accumulator<kN> scaled;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      scaled.c[j][e] = acc.c[j][e] * scale.row[e >> 1];
+  stage_operand_matrices<Layout>(tile::to_operand<T>(scaled), base, row0, lane);
+}
+
+}  // namespace blockattn::sm90
