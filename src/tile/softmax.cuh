@@ -12,11 +12,12 @@
 namespace blockattn::tile {
 
 // A row reduction over a thread's fragments in four partial chains per row
-// (by the element's column parity and its fragment's), joined at the end: a
-// 16-deep dependent chain of FMNMX, FADD or FFMA per row becomes four of
-// depth 4 and two joins, which matters with two warps a scheduler (the
-// grouped backward at D = 64 issues 44% of its cycles; docs/perf.md,
-// "Session 47").
+// (by the element's column parity and its fragment's), joined at the end:
+// over a 64-key row a thread's 16-deep dependent chain of FMNMX, FADD or
+// FFMA becomes four of depth 4 and two joins (128 keys: four of 8), which
+// matters with two warps a scheduler (the grouped backward at D = 64 issued
+// on 44% of its cycles; docs/perf.md, "Session 47"). Summing in four chains
+// also changes the rounding order of row sums and dS's dot products.
 struct RowPartials {
   float part[2][4];
   __device__ __forceinline__ explicit RowPartials(float init) {
