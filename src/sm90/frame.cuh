@@ -103,20 +103,20 @@ __device__ __forceinline__ void run_warp_specialized(Barrier* full, Barrier* emp
 // A consumer warp hands its stage back to the producer: its generic-proxy
 // writes to the stage (zeroed tails, staged outputs) are ordered before the
 // producer's next TMA writes to it.
-__device__ __forceinline__ void release_stage(Barrier& empty, int lane) {
-  fence_async_shared();
-  __syncwarp();
-  if (lane == 0) empty.arrive();
-}
-
-// The same for a stage the warp's lanes only read, or whose generic writes
-// their writers already fenced (zeroed tails, read next by wgmma): the
-// proxy fence there costs a MEMBAR.ALL.CTA and a FENCE.VIEW.ASYNC.S per
-// call, two calls per head in the grouped backward (docs/perf.md,
-// "Session 47"). The arrival's release orders the lanes' completed reads.
+//
+// release_fenced_stage is the hand-back alone, for a stage the warp's lanes
+// only read, or whose generic writes their writers already fenced (zeroed
+// tails, read next by wgmma): the proxy fence costs a MEMBAR.ALL.CTA and a
+// FENCE.VIEW.ASYNC.S per call, two calls per head in the grouped backward
+// (docs/perf.md, "Session 47"). The arrival's release orders the lanes'
+// completed reads.
 __device__ __forceinline__ void release_fenced_stage(Barrier& empty, int lane) {
   __syncwarp();
   if (lane == 0) empty.arrive();
+}
+__device__ __forceinline__ void release_stage(Barrier& empty, int lane) {
+  fence_async_shared();
+  release_fenced_stage(empty, lane);
 }
 
 // A consumer's release of its stage (kPerThreadRelease above).

@@ -65,16 +65,13 @@ struct TileTensors {
     const auto slot = RingSlot<Ring::kSlotCount>::of(first + n);
     ring.full[slot.stage].wait(slot.full_parity());
   }
+  __device__ Barrier& empty(int n) const { return ring.empty[RingSlot<Ring::kSlotCount>::of(first + n).stage]; }
   // A warp hands tensor n back (frame.cuh's release_stage: its generic writes
   // to the slot, the zeroed tail rows, come before the next TMA write).
-  __device__ void release(int n, int lane) const {
-    release_stage(ring.empty[RingSlot<Ring::kSlotCount>::of(first + n).stage], lane);
-  }
+  __device__ void release(int n, int lane) const { release_stage(empty(n), lane); }
   // The same where the warp's generic writes to the slot, if any, were
   // fenced when made (frame.cuh's release_fenced_stage).
-  __device__ void release_fenced(int n, int lane) const {
-    release_fenced_stage(ring.empty[RingSlot<Ring::kSlotCount>::of(first + n).stage], lane);
-  }
+  __device__ void release_fenced(int n, int lane) const { release_fenced_stage(empty(n), lane); }
 };
 
 // The whole frame for `num_tiles` tiles (the CTA's i-th is cta_tile(i),
