@@ -52,9 +52,9 @@ done
 
 if [ -n "${TEST_FILTER:-}${RACE_FILTER:-}" ]; then
   test_build="build_tree_$(basename "$1")_test"
-  if prebuilt "$1" && [ -f "$1/prebuilt/test_gpu.gz" ]; then
+  if prebuilt "$1" && [ -f "$1/prebuilt/test_gpu.xz" ]; then
     mkdir -p "$test_build/tests"
-    gunzip -c "$1/prebuilt/test_gpu.gz" >"$test_build/tests/test_gpu" && chmod +x "$test_build/tests/test_gpu"
+    xz -dc "$1/prebuilt/test_gpu.xz" >"$test_build/tests/test_gpu" && chmod +x "$test_build/tests/test_gpu"
   elif ! (cmake -S "$1" -B "$test_build" "${configure[@]}" && cmake --build "$test_build" -j "$(nproc)" --target test_gpu) \
       >"$OUT/build_test.log" 2>&1; then
     echo "test build of $1 failed:"; tail -20 "$OUT/build_test.log"; exit 1
@@ -83,7 +83,7 @@ for tree in "$@"; do
   if prebuilt "$tree"; then
     mkdir -p "build_tree_$name/bench"
     cp "$tree/prebuilt/bench_blockattn" "build_tree_$name/bench/"
-    gunzip -c "$tree/prebuilt/libblockattn.so.0.gz" >"build_tree_$name/libblockattn.so.0"
+    xz -dc "$tree/prebuilt/libblockattn.so.0.xz" >"build_tree_$name/libblockattn.so.0"
     continue
   fi
   ( cmake -S "$tree" -B "build_tree_$name" "${configure[@]}" -DBLOCKATTN_BUILD_TESTS=OFF &&

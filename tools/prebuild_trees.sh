@@ -7,13 +7,15 @@
 #
 #   DIMS=64 BLOCKS=64 TESTS=1 tools/prebuild_trees.sh build_trees/new build_trees/main
 #
-# Each tree gets prebuilt/: bench_blockattn and its libblockattn.so.0.gz, and
-# for the first tree with TESTS=1 test_gpu.gz, and the CMake options they were
+# Each tree gets prebuilt/: bench_blockattn and its libblockattn.so.0.xz, and
+# for the first tree with TESTS=1 test_gpu.xz, and the CMake options they were
 # built with (tools/tree_options.sh). tools/bench_trees.sh, given the same
 # DIMS, BLOCKS and EXTRA_CMAKE, unpacks them instead of building; given
 # others, it stops.
-# gzip keeps a tree's library near 9 MB (test_gpu 9 MB more) under the device
-# tool's 64 MiB carry limit.
+# xz keeps the device tool's 64 MiB carry limit within reach of two trees
+# with tests: a DIMS="64;128" BLOCKS="64;128" tree's library and test_gpu
+# came to 25 MB each with gzip -1, 8.7 and 9.1 MB with xz -6 (session 48;
+# about 40 s each on two cores, a second or two to unpack there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -40,8 +42,8 @@ for tree in "$@"; do
   rm -rf "$out"
   mkdir -p "$out"
   cp "$build/bench/bench_blockattn" "$out/"
-  gzip -1 -c "$build/libblockattn.so.0" >"$out/libblockattn.so.0.gz"
-  if [ $tests = ON ]; then gzip -1 -c "$build/tests/test_gpu" >"$out/test_gpu.gz"; fi
+  xz -T0 -6 -c "$build/libblockattn.so.0" >"$out/libblockattn.so.0.xz"
+  if [ $tests = ON ]; then xz -T0 -6 -c "$build/tests/test_gpu" >"$out/test_gpu.xz"; fi
   printf '%s\n' "${tree_options[@]}" >"$out/options"  # bench_trees.sh checks them against its own
   echo "$out: $(du -sh "$out" | cut -f1) (DIMS=${DIMS:-64;128} BLOCKS=${BLOCKS:-64}${EXTRA_CMAKE:+ $EXTRA_CMAKE})"
   first=0

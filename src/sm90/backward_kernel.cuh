@@ -29,6 +29,7 @@
 #include "sm90/frame.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"
+#include "sm90/stage_matrix.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -220,7 +221,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // reads any more, then stored (D columns of the padded rows).
   auto write = [&](const tile::Accumulator<kPaddedD>& acc, const tile::RowScale& factor, T* staging,
                    const TensorView& out, int head) BLOCKATTN_INLINE {
-    tile::stage_rows<Layout, T>(acc, factor, staging, row0, 0, lane);
+    stage_rows_by_matrices<Layout, T>(acc, factor, tile::smem_u32(staging), row0, lane);
     __syncwarp();
     store_staged_rows_walked<Layout, D>(p.stepped_stores, staging, row0, tile::head_rows_out<T>(out, t.block, head),
                                         out.token_stride, valid, lane);
@@ -275,8 +276,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   float row_sum[2];
   tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
   tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
-  tile::stage_rows<ProbLayout, T>(s, one, probs_tile, row0, 0, lane);
-  if constexpr (!Cfg::kDsInV) tile::stage_rows<ProbLayout, T>(ds, one, dscores_tile, row0, 0, lane);
+  stage_rows_by_matrices<ProbLayout, T>(s, one, tile::smem_u32(probs_tile), row0, lane);
+  if constexpr (!Cfg::kDsInV) stage_rows_by_matrices<ProbLayout, T>(ds, one, tile::smem_u32(dscores_tile), row0, lane);
   tile::OperandA<kKeys> ds_op = tile::to_operand<T>(ds);
   named_barrier_sync(barrier_id, 128);  // P (and dS) of all rows are in place; S and dP are done with V
 
@@ -307,7 +308,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // No warp's dV product reads dO any more, nor its dV rows in V: dQ is
   // staged in dO, and dS (kDsInV) in V.
   named_barrier_sync(barrier_id, 128);
-  if constexpr (Cfg::kDsInV) tile::stage_operand_rows<ProbLayout>(ds_op, dscores_tile, row0, lane);
+  if constexpr (Cfg::kDsInV) stage_operand_matrices<ProbLayout>(ds_op, tile::smem_u32(dscores_tile), row0, lane);
 
   // dQ = scale dS K, a 64-column chunk at a time (B = one chunk of K; fewer
   // live registers), or whole rows where the epilogue needs them and where
@@ -330,7 +331,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     wgmma_wait<0>();
     fence_registers(dq.regs());
     hooks.epilogue(tile::Output::kDq, dq, t, row0, c * kDqCols, lane, angles);
-    tile::stage_rows<Layout, T>(dq, scale, ops.dout, row0, c * kDqCols, lane);
+    stage_rows_by_matrices<Layout, T>(dq, scale, tile::smem_u32(ops.dout), row0, lane, c * kDqCols);
   }
   __syncwarp();
   store_staged_rows_walked<Layout, D>(p.stepped_stores, ops.dout, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head),

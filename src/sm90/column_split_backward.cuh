@@ -39,6 +39,7 @@
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
+#include "sm90/stage_matrix.cuh"
 #include "sm90/tma_store.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
@@ -154,9 +155,9 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
   tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
   if (consumer == 0)
-    tile::stage_rows<ProbLayout, T>(s, one, sm.probs, row0, 0, lane);
+    stage_rows_by_matrices<ProbLayout, T>(s, one, tile::smem_u32(sm.probs), row0, lane);
   else
-    tile::stage_rows<ProbLayout, T>(ds, one, sm.dscores, row0, 0, lane);
+    stage_rows_by_matrices<ProbLayout, T>(ds, one, tile::smem_u32(sm.dscores), row0, lane);
   tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);  // P and dS of all rows are in place
   tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows, ProbLayout>(sm.probs, row0, lane);
@@ -177,7 +178,7 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
       // Every lane, and the TMA unit, has read what the warp staged here
       // before (P or dS, the previous output).
       wait_store_reads(lane);
-      tile::stage_rows<Layout, T>(acc, factor, staging, row0, 0, lane);
+      stage_rows_by_matrices<Layout, T>(acc, factor, tile::smem_u32(staging), row0, lane);
       store_staged_rows<Layout, kStore, kRowWalk>(map, staging, out, t.block, head, col0, row0, lane);
     };
     {

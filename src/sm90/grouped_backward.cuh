@@ -251,18 +251,19 @@ __device__ __forceinline__ void issue_scores(tile::Accumulator<kRows>& s, tile::
 }
 
 // Waits for issue_scores' two groups in turn: S into P (normalized, rows past
-// the block's end zeroed) while dP's product runs, then dP into dS.
+// the block's end zeroed) while dP's product runs, then dP into dS, times
+// ds_scale (tile::softmax_grad_rows).
 template <int kRows>
 __device__ __forceinline__ void softmax_of_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds,
                                                   const schedule::BlockDesc& block, int row0, float scale_log2,
-                                                  int lane) {
+                                                  int lane, float ds_scale = 1.f) {
   wgmma_wait<1>();
   fence_registers(s.regs());
   float row_sum[2];
   tile::exp_rows_in_tile(s, block, row0, scale_log2, row_sum, lane);
   wgmma_wait<0>();
   fence_registers(ds.regs());
-  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, block.row_count, lane));
+  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, block.row_count, lane), ds_scale);
 }
 
 // One unit, the CTA's u-th: the group's heads in order, then dK and dV.
@@ -322,7 +323,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
       return;
     }
   }
-  const tile::RowScale one = tile::RowScale::uniform(1.f), scale = tile::RowScale::uniform(p.attn.softmax_scale);
+  const tile::RowScale one = tile::RowScale::uniform(1.f);  // dQ and dK come scaled (softmax_of_scores)
   // Re-read every unit (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
   const int consumer_tid = opaque_thread_index<Cfg::kConsumers * 128>(128);  // over both consumers
@@ -393,7 +394,9 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     if constexpr (Cfg::kTakeTurns) turns.wait_turn();
     issue_scores<T, kRows, D, Layout>(s, ds, q_addr, dout_addr, k_addr, v_addr);
     if constexpr (Cfg::kTakeTurns) turns.pass_turn();
-    softmax_of_scores(s, ds, unit.block, row0, p.attn.scale_log2, lane);
+    // dS scaled here (exact at D = 64: a scale of 1/8) leaves dQ and dK
+    // scaled: 32 multiplies a head fewer in dQ's way out.
+    softmax_of_scores(s, ds, unit.block, row0, p.attn.scale_log2, lane, p.attn.softmax_scale);
     // The warp's rows of this consumer's P and dS tiles: the last thing there
     // was the warp's own output, stored (by TMA: once the TMA unit has read it).
     if constexpr (Cfg::kStoresByTma) wait_store_reads(lane);
@@ -420,7 +423,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     if constexpr (Cfg::kTakeTurns) turns.pass_turn();
     wgmma_wait<1>();
     fence_rs_product(dq, ds_rows);
-    write(dq, scale, p.dq, p.dq_map, unit.q_head + g);
+    write(dq, one, p.dq, p.dq_map, unit.q_head + g);
     wgmma_wait<0>();
     fence_rs_product(dv, p_keys);
     fence_rs_product(dk, ds_keys);
@@ -429,7 +432,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   }
   release_fenced_stage(*kv.empty, lane);  // the last products that read K and V are done
   write(dv, one, p.dv, p.dv_map, unit.kv_head);
-  write(dk, scale, p.dk, p.dk_map, unit.kv_head);
+  write(dk, one, p.dk, p.dk_map, unit.kv_head);
 }
 
 // One unit split by products (GroupedSplit::kProducts, grouped heads at
@@ -468,7 +471,7 @@ __device__ __forceinline__ void grouped_products_unit(const Params& p, const Gro
   auto write = [&](const tile::Accumulator<D>& acc, const tile::RowScale& factor, const CUtensorMap& map,
                    const TensorView& out, int head) BLOCKATTN_INLINE {
     wait_store_reads(lane);
-    tile::stage_rows<Layout, T>(acc, factor, staging, row0, 0, lane);
+    stage_rows_by_matrices<Layout, T>(acc, factor, tile::smem_u32(staging), row0, lane);
     store_staged_rows<Layout, D, kRowWalk>(map, staging, out, unit.block, head, 0, row0, lane);
   };
   // `acc` (+)= A B over the 64 rows of a tile, A and B from shared memory.
@@ -511,8 +514,8 @@ __device__ __forceinline__ void grouped_products_unit(const Params& p, const Gro
       // P and dS into the buffer once consumer 1's products have read its
       // last contents (and this consumer's own dV product, waited for).
       sm.handoff_empty[buffer.stage].wait(buffer.empty_parity());
-      tile::stage_rows<ProbLayout, T>(s, one, probs, row0, 0, lane);
-      tile::stage_rows<ProbLayout, T>(ds, one, probs + kRows * kRows, row0, 0, lane);
+      stage_rows_by_matrices<ProbLayout, T>(s, one, tile::smem_u32(probs), row0, lane);
+      stage_rows_by_matrices<ProbLayout, T>(ds, one, tile::smem_u32(probs + kRows * kRows), row0, lane);
       // Generic writes, read next by wgmma (async proxy): P by this
       // consumer's dV product once every warp has staged its rows; dS (and
       // the zeroed tails) by consumer 1's, released by the arrival.

@@ -22,6 +22,7 @@
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
+#include "sm90/stage_matrix.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -136,8 +137,8 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // 32-63, and racecheck (LongWalks, CTAs walking many tiles) caught the
   // next tile's P landing there while the other warpgroup still stored them.
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
-  tile::stage_rows<ProbLayout, T>(s, one, sm.probs, row0, 0, lane);
-  tile::stage_rows<ProbLayout, T>(ds, one, sm.dscores, row0, 0, lane);
+  stage_rows_by_matrices<ProbLayout, T>(s, one, tile::smem_u32(sm.probs), row0, lane);
+  stage_rows_by_matrices<ProbLayout, T>(ds, one, tile::smem_u32(sm.dscores), row0, lane);
   tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);  // P and dS of all 128 rows are in place
   tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows>(sm.probs, row0, lane);
@@ -152,7 +153,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     wgmma_rs_tile<T, D, Layout>(dq, ds_rows, k_addr);
     in.release(kTensorK, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane);
-    tile::write_rows<Layout, T, D, D, kRowWalk>(
+    write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid, lane);
   }
   // dV_c = P[:, c]^T dO.
@@ -161,7 +162,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     wgmma_rs_tile<T, D, Layout>(dv, p_keys, dout_addr);
     in.release(kTensorDout, lane);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
-    tile::write_rows<Layout, T, D, D, kRowWalk>(
+    write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
   }
   // dK_c = scale dS[:, c]^T Q.
@@ -171,7 +172,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     in.release(kTensorQ, lane);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
     __syncwarp();  // every lane's dQ stores have read the staged rows dK overwrites
-    tile::write_rows<Layout, T, D, D, kRowWalk>(
+    write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
   }
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "tile/fragments.cuh"
+#include "tile/row_io.cuh"
 #include "tile/smem_layout.cuh"
 
 namespace blockattn::sm90 {
@@ -36,17 +37,35 @@ __device__ __forceinline__ void stage_operand_matrices(const tile::OperandA<kK>&
 }
 
 // tile::stage_rows by stmatrix: the warp's 16 x kN accumulator rows, scaled
-// per row and rounded to T, into rows row0.. of a `Layout` tile.
+// per row and rounded to T, into rows row0.. and columns col0.. of a
+// `Layout` tile; 16 columns at a time, so that no more than four packed
+// registers are live beside the accumulator (a D = 128 output whole would
+// hold 64).
 template <typename Layout, typename T, int kN>
 __device__ __forceinline__ void stage_rows_by_matrices(const tile::Accumulator<kN>& acc, const tile::RowScale& scale,
-                                                       uint32_t base, int row0, int lane) {
-  tile::Accumulator<kN> scaled;
+                                                       uint32_t base, int row0, int lane, int col0 = 0) {
+  const int row = row0 + lane % 8 + 8 * ((lane / 8) % 2), col = col0 + 8 * (lane / 16);
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      scaled.c[j][e] = acc.c[j][e] * scale.row[e >> 1];
-  stage_operand_matrices<Layout>(tile::to_operand<T>(scaled), base, row0, lane);
+  for (int kk = 0; kk < kN / 16; ++kk) {
+    const float(&lo)[4] = acc.c[2 * kk];
+    const float(&hi)[4] = acc.c[2 * kk + 1];
+    const uint32_t r[4] = {tile::pack2<T>(lo[0] * scale.row[0], lo[1] * scale.row[0]),
+                           tile::pack2<T>(lo[2] * scale.row[1], lo[3] * scale.row[1]),
+                           tile::pack2<T>(hi[0] * scale.row[0], hi[1] * scale.row[0]),
+                           tile::pack2<T>(hi[2] * scale.row[1], hi[3] * scale.row[1])};
+    stmatrix_x4(r, tile::smem_addr<Layout>(base, row, 16 * kk + col));
+  }
+}
+
+// tile::write_rows with the staging by stmatrix.
+template <typename Layout, typename T, int kN, int kStoreCols = kN, tile::RowWalk kWalk = tile::RowWalk::kStepped>
+__device__ __forceinline__ void write_rows_by_matrices(const tile::Accumulator<kN>& acc, const tile::RowScale& scale,
+                                                       T* staging, int row0, T* dst, int64_t row_stride, int valid_rows,
+                                                       int lane) {
+  static_assert(kStoreCols <= kN, "stores only columns the accumulator has");
+  stage_rows_by_matrices<Layout, T>(acc, scale, tile::smem_u32(staging), row0, lane);
+  __syncwarp();
+  tile::store_rows<Layout, kStoreCols, kWalk>(staging, row0, dst, row_stride, valid_rows, lane);
 }
 
 }  // namespace blockattn::sm90

@@ -150,10 +150,13 @@ __device__ __forceinline__ RowScale inverse_valid_rows(const float (&row_sum)[2]
 
 // The backward's softmax step, in place:
 //   p  <- P = p * inv (inv from inverse_valid_rows);
-//   dp <- dS = P * (dP - sum_j P_j dP_j).
-// `p` comes from exp_rows_masked, `dp` is dO V^T.
+//   dp <- dS = P * (dP - sum_j P_j dP_j), times ds_scale.
+// `p` comes from exp_rows_masked, `dp` is dO V^T. A ds_scale of the softmax
+// scale gives dQ = dS K and dK = dS^T Q already scaled, for the cost of an
+// FFMA where the unscaled step has an FADD (1 folds away).
 template <int kN>
-__device__ __forceinline__ void softmax_grad_rows(Accumulator<kN>& p, Accumulator<kN>& dp, const RowScale& inverse) {
+__device__ __forceinline__ void softmax_grad_rows(Accumulator<kN>& p, Accumulator<kN>& dp, const RowScale& inverse,
+                                                  float ds_scale = 1.f) {
   const float(&inv)[2] = inverse.row;
   RowPartials dots(0.f);
 #pragma unroll
@@ -163,12 +166,12 @@ __device__ __forceinline__ void softmax_grad_rows(Accumulator<kN>& p, Accumulato
       p.c[j][e] *= inv[e >> 1];
       dots.fma_in(j, e, p.c[j][e], dp.c[j][e]);
     }
-  const float dot[2] = {quad_sum(dots.sum(0)), quad_sum(dots.sum(1))};
+  const float scaled_dot[2] = {ds_scale * quad_sum(dots.sum(0)), ds_scale * quad_sum(dots.sum(1))};
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      dp.c[j][e] = p.c[j][e] * (dp.c[j][e] - dot[e >> 1]);
+      dp.c[j][e] = p.c[j][e] * fmaf(dp.c[j][e], ds_scale, -scaled_dot[e >> 1]);
 }
 
 }  // namespace blockattn::tile
