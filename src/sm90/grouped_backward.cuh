@@ -290,9 +290,9 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
       const KvPair kv = sm.pair(u);
       const int lane = threadIdx.x % 32;
       kv.full->wait(kv.phase);
+      auto in = HeadSlots<Ring, kHeadTensors>::at(sm.ring, first);
 #pragma unroll 1
-      for (int g = 0; g < Cfg::unit_heads(p); ++g) {
-        const TileTensors<Ring> in{sm.ring, first + Cfg::kHeadStride * g};
+      for (int g = 0; g < Cfg::unit_heads(p); ++g, in = in.advanced(Cfg::kHeadStride)) {
         in.wait(kHeadDout);
         in.wait(kHeadQ);
         in.release_fenced(kHeadDout, lane);
@@ -336,7 +336,11 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   const uint32_t own_chunk = kAllColumns ? 0 : consumer * Cfg::kChunkBytes;  // its columns in a tile
   T* const probs = sm.probs(consumer);
   T* const dscores = probs + kRows * kRows;
-  const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
+  // Tile addresses through lane 0 (sync.cuh's warp_uniform), here and per
+  // head: every product's descriptors are then built in uniform registers,
+  // where ptxas moved each into them (R2UR) before every wgmma, 60 moves and
+  // about as many instructions more a head (docs/perf.md, "Session 48").
+  const uint32_t k_addr = warp_uniform(tile::smem_u32(kv.k)), v_addr = warp_uniform(tile::smem_u32(kv.v));
   // An output's way out: staged in the warp's rows of the P tile (no warp
   // reads it any more), then either stored through TMA (tma_store.cuh) where
   // the warp's 16 rows lie inside the block, the warp staging there again
@@ -376,15 +380,15 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     zero_tail(reinterpret_cast<T*>(kv.k), reinterpret_cast<T*>(kv.v),
               std::bool_constant<Cfg::kSplit == GroupedSplit::kUnits>{});
   tile::Accumulator<kCols> dk, dv;  // this consumer's columns (all at D = 64), summed over the group
+  auto in = HeadSlots<Ring, kHeadTensors>::at(sm.ring, first);
 #pragma unroll 1
-  for (int g = 0; g < p.attn.group_size; ++g) {
-    const TileTensors<Ring> in{sm.ring, first + Cfg::kHeadStride * g};
+  for (int g = 0; g < p.attn.group_size; ++g, in = in.advanced(Cfg::kHeadStride)) {
     in.wait(kHeadDout);  // every consumer waits for every tensor in stream order (tensor_ring.cuh)
     in.wait(kHeadQ);
     const bool accumulate = g > 0;  // past the first head
     T* const q = in.template data<T>(kHeadQ);
     T* const dout = in.template data<T>(kHeadDout);
-    const uint32_t q_addr = tile::smem_u32(q), dout_addr = tile::smem_u32(dout);
+    const uint32_t q_addr = warp_uniform(tile::smem_u32(q)), dout_addr = warp_uniform(tile::smem_u32(dout));
     if (valid < kRows)  // this head's Q and dO, by its consumer where one owns every column
       zero_tail(q, dout, std::bool_constant<kAllColumns>{});
 

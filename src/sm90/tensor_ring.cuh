@@ -40,14 +40,14 @@ struct TensorRingBudget {
   static_assert(2 * kSlots * sizeof(Barrier) <= kBarrierRoom);
 };
 
-template <int kSlots, int kSlotBytes>
+template <int kSlots, int kSlotBytes_>
 struct TensorRing {
-  static constexpr int kSlotCount = kSlots;
+  static constexpr int kSlotCount = kSlots, kSlotBytes = kSlotBytes_;
   unsigned char* base;  // kSlots slots of kSlotBytes, 1024-byte aligned
   Barrier* full;        // producer -> consumers: the slot's tensor has landed
   Barrier* empty;       // consumers -> producer: every consumer warp is done with it
 
-  __device__ unsigned char* data(int j) const { return base + RingSlot<kSlots>::of(j).stage * kSlotBytes; }
+  __device__ unsigned char* data(int j) const { return base + RingSlot<kSlots>::of(j).stage * kSlotBytes_; }
 };
 
 // One tile's view of the ring: its tensors n = 0 .. kTensors - 1, tensor
@@ -72,6 +72,37 @@ struct TileTensors {
   // The same where the warp's generic writes to the slot, if any, were
   // fenced when made (frame.cuh's release_fenced_stage).
   __device__ void release_fenced(int n, int lane) const { release_fenced_stage(empty(n), lane); }
+};
+
+// A head's kTensors tensors in the grouped kernel's ring (grouped_ring.cuh)
+// at consecutive stages of one phase: a head's first tensor is a multiple of
+// kTensors into the stream and the slot count is too, so no head wraps
+// around the ring's end. Found once a unit, then advanced head by head with
+// an add and a wrap, where TileTensors divides by the slot count (12 slots:
+// a multiply-high and its fix-ups) at every access.
+template <typename Ring, int kTensors>
+struct HeadSlots {
+  static_assert(Ring::kSlotCount % kTensors == 0, "a head never wraps around the ring's end");
+  const Ring* ring;
+  int stage;  // tensor 0's
+  uint32_t phase;
+
+  __device__ static HeadSlots at(const Ring& ring, int first) {
+    const auto slot = RingSlot<Ring::kSlotCount>::of(first);
+    return {&ring, slot.stage, slot.phase};
+  }
+  // The head `stride` tensors further on the stream (stride <= kSlotCount).
+  __device__ HeadSlots advanced(int stride) const {
+    const int next = stage + stride;
+    const bool wraps = next >= Ring::kSlotCount;
+    return {ring, wraps ? next - Ring::kSlotCount : next, phase ^ static_cast<uint32_t>(wraps)};
+  }
+  template <typename T>
+  __device__ T* data(int n) const {
+    return reinterpret_cast<T*>(ring->base + (stage + n) * Ring::kSlotBytes);
+  }
+  __device__ void wait(int n) const { ring->full[stage + n].wait(phase); }
+  __device__ void release_fenced(int n, int lane) const { release_fenced_stage(ring->empty[stage + n], lane); }
 };
 
 // The whole frame for `num_tiles` tiles (the CTA's i-th is cta_tile(i),

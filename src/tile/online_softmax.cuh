@@ -14,7 +14,7 @@
 
 #include <cmath>
 
-#include "tile/fast_exp2.cuh"
+#include "tile/mufu.cuh"
 #include "tile/fragments.cuh"
 
 namespace blockattn::tile {

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "schedule/block_schedule.h"
-#include "tile/fast_exp2.cuh"
 #include "tile/fragments.cuh"
+#include "tile/mufu.cuh"
 
 namespace blockattn::tile {
 
@@ -122,8 +122,8 @@ __device__ __forceinline__ void exp_rows_in_tile(Accumulator<kN>& s, const sched
 }
 
 // How 1 / row_sum is taken. row_sum lies in [1, keys] (its max term is
-// exp2(0)), far from where the approximate reciprocal (MUFU.RCP, 2 ulp at
-// most) differs from IEEE's, whose `1.f / x` adds a test and a branch to a
+// exp2(0)), far from where the approximate reciprocal (MUFU.RCP, 1 ulp at
+// most; mufu.cuh) differs from IEEE's, whose `1.f / x` adds a test and a branch to a
 // slow path per row (3.5% of the grouped backward's samples at D = 64,
 // docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at
 // D = 128, where ptxas, at the 255-register ceiling, spilled 28 bytes more
@@ -131,7 +131,7 @@ __device__ __forceinline__ void exp_rows_in_tile(Accumulator<kN>& s, const sched
 enum class Reciprocal { kApprox, kIeee };
 template <Reciprocal kR = Reciprocal::kApprox>
 __device__ __forceinline__ float reciprocal_of_sum(float row_sum) {
-  return kR == Reciprocal::kApprox ? __fdividef(1.f, row_sum) : 1.f / row_sum;
+  return kR == Reciprocal::kApprox ? fast_reciprocal(row_sum) : 1.f / row_sum;
 }
 
 // 1 / row_sum for the forward's normalization.
