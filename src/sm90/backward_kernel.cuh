@@ -215,8 +215,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   struct {
     T *q, *k, *v, *dout;
   } ops{sm.q(stage), sm.k(stage), sm.v(stage), sm.dout(stage)};
-  const uint32_t q_addr = tile::smem_u32(ops.q), k_addr = tile::smem_u32(ops.k);
-  const uint32_t v_addr = tile::smem_u32(ops.v), dout_addr = tile::smem_u32(ops.dout);
+  const uint32_t q_addr = operand_address(ops.q), k_addr = operand_address(ops.k);
+  const uint32_t v_addr = operand_address(ops.v), dout_addr = operand_address(ops.dout);
   // dV and dK's way out: staged in the warp's rows of a tile no product
   // reads any more, then stored (D columns of the padded rows).
   auto write = [&](const tile::Accumulator<kPaddedD>& acc, const tile::RowScale& factor, T* staging,

@@ -133,10 +133,10 @@ __device__ __forceinline__ void column_split_backward_tile(const Params& p, cons
   const int lane = consumer_tid % 32;
   const int row0 = consumer_tid % 128 / 32 * 16;  // the warp's query rows and key rows
   const int valid = t.block.row_count;
-  const uint32_t q_addr = tile::smem_u32(in.template data<T>(kTensorQ));
-  const uint32_t k_addr = tile::smem_u32(in.template data<T>(kTensorK));
-  const uint32_t v_addr = tile::smem_u32(in.template data<T>(kTensorV));
-  const uint32_t dout_addr = tile::smem_u32(in.template data<T>(kTensorDout));
+  const uint32_t q_addr = operand_address(in.template data<T>(kTensorQ));
+  const uint32_t k_addr = operand_address(in.template data<T>(kTensorK));
+  const uint32_t v_addr = operand_address(in.template data<T>(kTensorV));
+  const uint32_t dout_addr = operand_address(in.template data<T>(kTensorDout));
 
   begin_backward_tile<Layout, kRows, D, Cfg::kConsumerThreads, T>(hooks, t, in, consumer_tid);
 

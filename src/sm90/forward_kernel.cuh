@@ -224,7 +224,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   }
 
   // S = Q K^T over D / 16 steps.
-  const uint32_t q_addr = tile::smem_u32(ops.q), k_addr = tile::smem_u32(ops.k);
+  const uint32_t q_addr = operand_address(ops.q), k_addr = operand_address(ops.k);
   tile::Accumulator<kKeys> s;
   wgmma_fence();
   issue_ss_product<T, kKeys, D, Layout>(s.regs(), q_addr, k_addr);
@@ -240,7 +240,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
 
   // O = P V over the block's keys; V is the transposed (MN-major) B operand.
-  const uint32_t v_addr = tile::smem_u32(ops.v);
+  const uint32_t v_addr = operand_address(ops.v);
   tile::Accumulator<Cfg::kPaddedD> o;
   wgmma_fence();
 #pragma unroll

@@ -336,11 +336,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   const uint32_t own_chunk = kAllColumns ? 0 : consumer * Cfg::kChunkBytes;  // its columns in a tile
   T* const probs = sm.probs(consumer);
   T* const dscores = probs + kRows * kRows;
-  // Tile addresses through lane 0 (sync.cuh's warp_uniform), here and per
-  // head: every product's descriptors are then built in uniform registers,
-  // where ptxas moved each into them (R2UR) before every wgmma, 60 moves and
-  // about as many instructions more a head (docs/perf.md, "Session 48").
-  const uint32_t k_addr = warp_uniform(tile::smem_u32(kv.k)), v_addr = warp_uniform(tile::smem_u32(kv.v));
+  const uint32_t k_addr = operand_address(kv.k), v_addr = operand_address(kv.v);
   // An output's way out: staged in the warp's rows of the P tile (no warp
   // reads it any more), then either stored through TMA (tma_store.cuh) where
   // the warp's 16 rows lie inside the block, the warp staging there again
@@ -388,7 +384,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     const bool accumulate = g > 0;  // past the first head
     T* const q = in.template data<T>(kHeadQ);
     T* const dout = in.template data<T>(kHeadDout);
-    const uint32_t q_addr = warp_uniform(tile::smem_u32(q)), dout_addr = warp_uniform(tile::smem_u32(dout));
+    const uint32_t q_addr = operand_address(q), dout_addr = operand_address(dout);
     if (valid < kRows)  // this head's Q and dO, by its consumer where one owns every column
       zero_tail(q, dout, std::bool_constant<kAllColumns>{});
 
@@ -468,7 +464,7 @@ __device__ __forceinline__ void grouped_products_unit(const Params& p, const Gro
   const uint32_t own_barrier = kOwnBarrier0 + consumer;
   const int valid = unit.block.row_count;
   const KvPair kv = sm.pair(u);
-  const uint32_t k_addr = tile::smem_u32(kv.k), v_addr = tile::smem_u32(kv.v);
+  const uint32_t k_addr = operand_address(kv.k), v_addr = operand_address(kv.v);
   T* const staging = reinterpret_cast<T*>(sm.staging + consumer * Cfg::kSlotBytes);
   // A D-column output through the consumer's staging tile (as `write` in
   // grouped_backward_unit, with the tile layout's D columns).
@@ -493,11 +489,11 @@ __device__ __forceinline__ void grouped_products_unit(const Params& p, const Gro
     const TileTensors<Ring> in{sm.ring, first + kHeadTensors * g};
     in.wait(kHeadDout);  // every consumer waits for every tensor in stream order (tensor_ring.cuh)
     in.wait(kHeadQ);
-    const uint32_t q_addr = tile::smem_u32(in.template data<T>(kHeadQ));
-    const uint32_t dout_addr = tile::smem_u32(in.template data<T>(kHeadDout));
+    const uint32_t q_addr = operand_address(in.template data<T>(kHeadQ));
+    const uint32_t dout_addr = operand_address(in.template data<T>(kHeadDout));
     const auto buffer = RingSlot<2>::of(u * p.attn.group_size + g);
     T* const probs = sm.probs(buffer.stage);
-    const uint32_t p_addr = tile::smem_u32(probs), ds_addr = p_addr + kRows * kRows * static_cast<uint32_t>(sizeof(T));
+    const uint32_t p_addr = operand_address(probs), ds_addr = p_addr + kRows * kRows * static_cast<uint32_t>(sizeof(T));
     if (consumer == 0) {
       // Rows past the block's end, zeroed before any product reads them:
       // K and V at the unit's first head (consumer 1 reads K after the

@@ -107,8 +107,8 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   T* const k = in.template data<T>(kTensorK);
   T* const v = in.template data<T>(kTensorV);
   T* const dout = in.template data<T>(kTensorDout);
-  const uint32_t q_addr = tile::smem_u32(q), k_addr = tile::smem_u32(k);
-  const uint32_t v_addr = tile::smem_u32(v), dout_addr = tile::smem_u32(dout);
+  const uint32_t q_addr = operand_address(q), k_addr = operand_address(k);
+  const uint32_t v_addr = operand_address(v), dout_addr = operand_address(dout);
   // This consumer's query rows of Q and dO: 64 rows of 128 bytes further into
   // each chunk, a multiple of the swizzle's 1024-byte period.
   const uint32_t own_rows = consumer * Cfg::kOwnRows * tile::kChunkRowBytes;

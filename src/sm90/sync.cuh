@@ -82,11 +82,6 @@ struct TakeTurns {
   }
 };
 
-// x as lane 0 has it: the same value, but one the compiler knows is the same
-// in every lane, so that what is derived from it (wgmma descriptors) can be
-// built in uniform registers.
-__device__ __forceinline__ uint32_t warp_uniform(uint32_t x) { return __shfl_sync(~0u, x, 0); }
-
 // Register budget per thread of the calling warpgroup (sm_90a).
 template <uint32_t kRegs>
 __device__ __forceinline__ void set_max_registers_dec() {

@@ -57,6 +57,17 @@ __device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t 
   return SmemDesc<kRowBytes>(smem_addr, leading_bytes, stride_bytes).at(0);
 }
 
+// A tile's shared-memory address for the descriptors of the products that
+// read it, through lane 0: the same value in every lane, but one ptxas knows
+// is, so it builds the descriptors in uniform registers. From an address it
+// cannot prove warp-uniform (a ring slot of a unit or tile read out of
+// shared memory) it built each in ordinary registers and moved it into
+// uniform ones before every wgmma: in the grouped backward, 60 moves and
+// about as many instructions more a head (docs/perf.md, "Session 48").
+__device__ __forceinline__ uint32_t operand_address(const void* tile) {
+  return __shfl_sync(~0u, tile::smem_u32(tile), 0);
+}
+
 // Descriptor of k16 step `kk` of a K-major tile laid out as `Layout`.
 template <typename Layout>
 __device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int kk) {
