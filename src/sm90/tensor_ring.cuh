@@ -40,14 +40,14 @@ struct TensorRingBudget {
   static_assert(2 * kSlots * sizeof(Barrier) <= kBarrierRoom);
 };
 
-template <int kSlots, int kSlotBytes_>
+template <int kSlots, int kBytesPerSlot>
 struct TensorRing {
-  static constexpr int kSlotCount = kSlots, kSlotBytes = kSlotBytes_;
+  static constexpr int kSlotCount = kSlots, kSlotBytes = kBytesPerSlot;
   unsigned char* base;  // kSlots slots of kSlotBytes, 1024-byte aligned
   Barrier* full;        // producer -> consumers: the slot's tensor has landed
   Barrier* empty;       // consumers -> producer: every consumer warp is done with it
 
-  __device__ unsigned char* data(int j) const { return base + RingSlot<kSlots>::of(j).stage * kSlotBytes_; }
+  __device__ unsigned char* data(int j) const { return base + RingSlot<kSlots>::of(j).stage * kSlotBytes; }
 };
 
 // One tile's view of the ring: its tensors n = 0 .. kTensors - 1, tensor
