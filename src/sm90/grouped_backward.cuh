@@ -323,7 +323,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
       return;
     }
   }
-  const tile::RowScale one = tile::RowScale::uniform(1.f);  // dQ and dK come scaled (softmax_of_scores)
+  const tile::RowScale one = tile::RowScale::uniform(1.f);
   // Re-read every unit (common/opaque.cuh): hoisted out of the loop, the
   // offsets derived from the thread's position would spill.
   const int consumer_tid = opaque_thread_index<Cfg::kConsumers * 128>(128);  // over both consumers
@@ -341,20 +341,19 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
   // reads it any more), then either stored through TMA (tma_store.cuh) where
   // the warp's 16 rows lie inside the block, the warp staging there again
   // once the TMA unit has read them; or stored by the warp, its staging free
-  // once every lane's reads are done.
-  auto write = [&](const tile::Accumulator<kCols>& acc, const tile::RowScale& factor, const TensorView& out,
-                   const CUtensorMap& map, int head) BLOCKATTN_INLINE {
+  // once every lane's reads are done. dQ and dK come scaled (dS is), dV
+  // needs none: every output leaves as it is.
+  auto write = [&](const tile::Accumulator<kCols>& acc, const TensorView& out, const CUtensorMap& map,
+                   int head) BLOCKATTN_INLINE {
     if constexpr (Cfg::kStoresByTma) {
       wait_store_reads(lane);
-      stage_rows_by_matrices<ProbLayout, T>(acc, factor, tile::smem_u32(probs), row0, lane);
+      stage_rows_by_matrices<ProbLayout, T>(acc, one, tile::smem_u32(probs), row0, lane);
       // The staging read as one chunk of the tile layout (ProbLayout's offsets), the store map's box.
       store_staged_rows<tile::Chunked<kRows, Cfg::kChunkCols>, kCols, kRowWalk>(map, probs, out, unit.block, head, col0,
                                                                                 row0, lane);
     } else {
-      stage_rows_by_matrices<ProbLayout, T>(acc, factor, tile::smem_u32(probs), row0, lane);
-      __syncwarp();
-      tile::store_rows<ProbLayout, kCols, kRowWalk>(probs, row0, tile::head_rows_out<T>(out, unit.block, head) + col0,
-                                                    out.token_stride, valid, lane);
+      write_rows_by_matrices<ProbLayout, T, kCols, kCols, kRowWalk>(
+          acc, one, probs, row0, tile::head_rows_out<T>(out, unit.block, head) + col0, out.token_stride, valid, lane);
       __syncwarp();
     }
   };
@@ -423,7 +422,7 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     if constexpr (Cfg::kTakeTurns) turns.pass_turn();
     wgmma_wait<1>();
     fence_rs_product(dq, ds_rows);
-    write(dq, one, p.dq, p.dq_map, unit.q_head + g);
+    write(dq, p.dq, p.dq_map, unit.q_head + g);
     wgmma_wait<0>();
     fence_rs_product(dv, p_keys);
     fence_rs_product(dk, ds_keys);
@@ -431,8 +430,8 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
     in.release_fenced(kHeadQ, lane);
   }
   release_fenced_stage(*kv.empty, lane);  // the last products that read K and V are done
-  write(dv, one, p.dv, p.dv_map, unit.kv_head);
-  write(dk, one, p.dk, p.dk_map, unit.kv_head);
+  write(dv, p.dv, p.dv_map, unit.kv_head);
+  write(dk, p.dk, p.dk_map, unit.kv_head);
 }
 
 // One unit split by products (GroupedSplit::kProducts, grouped heads at

@@ -22,15 +22,19 @@ __device__ __forceinline__ void stmatrix_x4(const uint32_t (&r)[4], uint32_t sme
                : "memory");
 }
 
+// The tile position lane l addresses for matrix i of a 16-column step at
+// column c: row row0 + l % 8 + 8 ((l / 8) % 2), column c + 8 (l / 16)
+// (matrix i is rows row0 + 8 (i % 2).., columns c + 8 (i / 2)..).
+__device__ __forceinline__ int matrix_lane_row(int row0, int lane) { return row0 + lane % 8 + 8 * ((lane / 8) % 2); }
+__device__ __forceinline__ int matrix_lane_col(int lane) { return 8 * (lane / 16); }
+
 // Fragments in A-operand shape (tile::to_operand: a[kk][0..3] = rows g and
 // g + 8 of columns 16 kk.. and 16 kk + 8..) written as the warp's rows
-// row0.. of a `Layout` tile at byte address `base`. Matrix i of k-step kk
-// is rows row0 + 8 (i % 2).., columns 16 kk + 8 (i / 2)..: lane l addresses
-// row row0 + l % 8 + 8 ((l / 8) % 2), column 16 kk + 8 (l / 16).
+// row0.. of a `Layout` tile at byte address `base`, k-step kk at column 16 kk.
 template <typename Layout, int kK>
 __device__ __forceinline__ void stage_operand_matrices(const tile::OperandA<kK>& op, uint32_t base, int row0,
                                                        int lane) {
-  const int row = row0 + lane % 8 + 8 * ((lane / 8) % 2), col = 8 * (lane / 16);
+  const int row = matrix_lane_row(row0, lane), col = matrix_lane_col(lane);
 #pragma unroll
   for (int kk = 0; kk < kK / 16; ++kk)
     stmatrix_x4(op.a[kk], tile::smem_addr<Layout>(base, row, 16 * kk + col));
@@ -44,7 +48,7 @@ __device__ __forceinline__ void stage_operand_matrices(const tile::OperandA<kK>&
 template <typename Layout, typename T, int kN>
 __device__ __forceinline__ void stage_rows_by_matrices(const tile::Accumulator<kN>& acc, const tile::RowScale& scale,
                                                        uint32_t base, int row0, int lane, int col0 = 0) {
-  const int row = row0 + lane % 8 + 8 * ((lane / 8) % 2), col = col0 + 8 * (lane / 16);
+  const int row = matrix_lane_row(row0, lane), col = col0 + matrix_lane_col(lane);
 #pragma unroll
   for (int kk = 0; kk < kN / 16; ++kk) {
     const float(&lo)[4] = acc.c[2 * kk];

@@ -69,9 +69,6 @@ struct TileTensors {
   // A warp hands tensor n back (frame.cuh's release_stage: its generic writes
   // to the slot, the zeroed tail rows, come before the next TMA write).
   __device__ void release(int n, int lane) const { release_stage(empty(n), lane); }
-  // The same where the warp's generic writes to the slot, if any, were
-  // fenced when made (frame.cuh's release_fenced_stage).
-  __device__ void release_fenced(int n, int lane) const { release_fenced_stage(empty(n), lane); }
 };
 
 // A head's kTensors tensors in the grouped kernel's ring (grouped_ring.cuh)
@@ -102,6 +99,8 @@ struct HeadSlots {
     return reinterpret_cast<T*>(ring->base + (stage + n) * Ring::kSlotBytes);
   }
   __device__ void wait(int n) const { ring->full[stage + n].wait(phase); }
+  // The grouped unit's hand-back: its only generic writes to a slot, the
+  // zeroed tails, were fenced when made (frame.cuh's release_fenced_stage).
   __device__ void release_fenced(int n, int lane) const { release_fenced_stage(ring->empty[stage + n], lane); }
 };
 

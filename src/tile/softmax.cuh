@@ -123,11 +123,11 @@ __device__ __forceinline__ void exp_rows_in_tile(Accumulator<kN>& s, const sched
 
 // How 1 / row_sum is taken. row_sum lies in [1, keys] (its max term is
 // exp2(0)), far from where the approximate reciprocal (MUFU.RCP, 1 ulp at
-// most; mufu.cuh) differs from IEEE's, whose `1.f / x` adds a test and a branch to a
-// slow path per row (3.5% of the grouped backward's samples at D = 64,
-// docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at
+// most; mufu.cuh) differs from IEEE's, whose `1.f / x` adds a test and a
+// branch to a slow path per row (3.5% of the grouped backward's samples at
+// D = 64, docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at
 // D = 128, where ptxas, at the 255-register ceiling, spilled 28 bytes more
-// with kApprox.
+// with the approximate one (then `__fdividef`).
 enum class Reciprocal { kApprox, kIeee };
 template <Reciprocal kR = Reciprocal::kApprox>
 __device__ __forceinline__ float reciprocal_of_sum(float row_sum) {
