@@ -49,11 +49,15 @@
 //
 // Registers per consumer thread: dK + dV 64 across the group (their column
 // halves at D = 128, whole at 64), S + dP 64, dQ 32, the A operands (dS rows,
-// P^T, dS^T) 48: at most 144 live beside addresses, within the 168 that
-// ptxas allocates at 384 threads (no spills at either head dim).
+// P^T, dS^T) 48: at most 144 live beside addresses. ptxas reports 168
+// registers, the launch bound's share of 384 threads, but allocates the code
+// after setmaxnreg.inc up to its kConsumerRegs (232): a test kernel held 220
+// live floats there without spilling, and spilled 200 without the
+// instruction (docs/perf.md, "Session 49").
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "common/opaque.cuh"
 #include "sm90/backward_products.cuh"
@@ -123,6 +127,14 @@ struct GroupedBackwardConfig {
   // +1-3 points (sessions 30 and 31); H100: unchanged, memory-bound at 92.
   // Grouped heads (mqa-d64-h8x1) gained nothing, so they do not take turns.
   static constexpr bool kTakeTurns = kForm == GroupedForm::kManyBlocks;
+  // What each row's exponentials are shifted by (tile::RowShift). Grouped
+  // heads skip the row max, shifting by the first key's score and redoing a
+  // head whose exponentials overflow: mqa-d64-h8x1 (H200, sustained) gained
+  // 0.6 points, 40 instructions a head of 736. The ManyBlocks form (MHA,
+  // headline-d64) read 0.6 slower with it, so it keeps the max, and so does
+  // the FewBlocks form, unmeasured (docs/perf.md, "Session 49").
+  static constexpr tile::RowShift kRowShift =
+      kForm == GroupedForm::kGroups ? tile::RowShift::kFirstKey : tile::RowShift::kRowMax;
   // A consumer's heads of a unit in the ring's stream: on own walks the
   // other consumer's unit's head lies between two of them (run_alternate_units).
   static constexpr int kHeadStride = kOwnWalks ? 2 * kHeadTensors : kHeadTensors;
@@ -252,18 +264,21 @@ __device__ __forceinline__ void issue_scores(tile::Accumulator<kRows>& s, tile::
 
 // Waits for issue_scores' two groups in turn: S into P (normalized, rows past
 // the block's end zeroed) while dP's product runs, then dP into dS, times
-// ds_scale (tile::softmax_grad_rows).
-template <int kRows>
-__device__ __forceinline__ void softmax_of_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds,
+// ds_scale (tile::softmax_grad_rows). Returns whether kShift's exponentials
+// held (tile::exp_rows); where they did not, P and dS are to be redone with
+// the row max.
+template <tile::RowShift kShift = tile::RowShift::kRowMax, int kRows>
+__device__ __forceinline__ bool softmax_of_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds,
                                                   const schedule::BlockDesc& block, int row0, float scale_log2,
                                                   int lane, float ds_scale = 1.f) {
   wgmma_wait<1>();
   fence_registers(s.regs());
   float row_sum[2];
-  tile::exp_rows_in_tile(s, block, row0, scale_log2, row_sum, lane);
+  const bool held = tile::exp_rows_in_tile<kRows, kShift>(s, block, row0, scale_log2, row_sum, lane);
   wgmma_wait<0>();
   fence_registers(ds.regs());
   tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, block.row_count, lane), ds_scale);
+  return held;
 }
 
 // One unit, the CTA's u-th: the group's heads in order, then dK and dV.
@@ -388,21 +403,37 @@ __device__ __forceinline__ void grouped_backward_unit(const Params& p, const Hoo
       zero_tail(q, dout, std::bool_constant<kAllColumns>{});
 
     // S = Q K^T and dP = dO V^T over all 64 rows, in two groups: the
-    // exponentials of S run while dP's product does.
+    // exponentials of S run while dP's product does. dS scaled there (exact
+    // at D = 64: a scale of 1/8) leaves dQ and dK scaled: 32 multiplies a
+    // head fewer in dQ's way out. Then P and dS into the warp's rows of this
+    // consumer's P and dS tiles: the last thing there was the warp's own
+    // output, stored (by TMA: once the TMA unit has read it).
     tile::Accumulator<kRows> s, ds;
+    auto stage_probabilities = [&](auto shift) BLOCKATTN_INLINE {
+      const bool held = softmax_of_scores<decltype(shift)::value>(s, ds, unit.block, row0, p.attn.scale_log2, lane,
+                                                                  p.attn.softmax_scale);
+      if constexpr (Cfg::kStoresByTma) wait_store_reads(lane);
+      tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
+      stage_operand_matrices<ProbLayout>(tile::to_operand<T>(s), tile::smem_u32(probs), row0, lane);
+      stage_operand_matrices<ProbLayout>(ds_rows, tile::smem_u32(dscores), row0, lane);
+      return std::pair{ds_rows, held};
+    };
     if constexpr (Cfg::kTakeTurns) turns.wait_turn();
     issue_scores<T, kRows, D, Layout>(s, ds, q_addr, dout_addr, k_addr, v_addr);
     if constexpr (Cfg::kTakeTurns) turns.pass_turn();
-    // dS scaled here (exact at D = 64: a scale of 1/8) leaves dQ and dK
-    // scaled: 32 multiplies a head fewer in dQ's way out.
-    softmax_of_scores(s, ds, unit.block, row0, p.attn.scale_log2, lane, p.attn.softmax_scale);
-    // The warp's rows of this consumer's P and dS tiles: the last thing there
-    // was the warp's own output, stored (by TMA: once the TMA unit has read it).
-    if constexpr (Cfg::kStoresByTma) wait_store_reads(lane);
-    tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
-    stage_operand_matrices<ProbLayout>(tile::to_operand<T>(s), tile::smem_u32(probs), row0, lane);
-    stage_operand_matrices<ProbLayout>(ds_rows, tile::smem_u32(dscores), row0, lane);
-    named_barrier_sync(own_barrier, 128);  // P and dS of all rows are in place
+    auto [ds_rows, held] = stage_probabilities(std::integral_constant<tile::RowShift, Cfg::kRowShift>{});
+    if constexpr (Cfg::kRowShift == tile::RowShift::kRowMax) {
+      named_barrier_sync(own_barrier, 128);  // P and dS of all rows are in place
+    } else if (named_barrier_sync_any(own_barrier, 128, !held)) {
+      // P and dS of all rows are in place, unless some row's exponentials
+      // overflowed: then the warpgroup (whose products are issued together)
+      // redoes the head with the row max, out of turn (the turns order
+      // issue for speed only). Q, K, dO and V are still in place, and no
+      // warp reads the tiles before the barrier after the redo.
+      issue_scores<T, kRows, D, Layout>(s, ds, q_addr, dout_addr, k_addr, v_addr);
+      ds_rows = stage_probabilities(std::integral_constant<tile::RowShift, tile::RowShift::kRowMax>{}).first;
+      named_barrier_sync(own_barrier, 128);
+    }
     tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows, ProbLayout>(probs, row0, lane);
     tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows, ProbLayout>(dscores, row0, lane);
     // Every warp holds its P^T and dS^T rows before any stages an output over

@@ -54,6 +54,23 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// named_barrier_sync that also returns whether any of the `threads` threads
+// passed true: a warpgroup-wide choice for the price of the barrier.
+__device__ __forceinline__ bool named_barrier_sync_any(uint32_t id, uint32_t threads, bool value) {
+  uint32_t any;
+  asm volatile(
+      "{\n"
+      "  .reg .pred in, out;\n"
+      "  setp.ne.u32 in, %1, 0;\n"
+      "  bar.red.or.pred out, %2, %3, in;\n"
+      "  selp.u32 %0, 1, 0, out;\n"
+      "}\n"
+      : "=r"(any)
+      : "r"(static_cast<uint32_t>(value)), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
+
 // Arrives at hardware barrier `id` without waiting (the other side of a
 // named_barrier_sync among `threads` threads).
 __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {

@@ -18,7 +18,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // rcp.approx.ftz: __fdividef(1.f, x) is the same MUFU.RCP wrapped in a
 // denormal test, a select and a predicate merge per call (the grouped
 // backward's two row sums a head; docs/perf.md, "Session 48"). For the
-// softmax's row sums, which lie in [1, keys], the two agree.
+// softmax's row sums, which lie in [1, 2^100) (softmax.cuh), the two agree.
 __device__ __forceinline__ float fast_reciprocal(float x) {
   float y;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));

@@ -52,36 +52,65 @@ struct KeyRanges {
   }
 };
 
-// In place: s <- exp2(scale_log2 * (s - rowmax)) at the key columns each row
+// What exp_rows subtracts from a row's scores before the exponentials.
+// kRowMax: the row's max, found by a reduction (32 FMNMX and four shuffles a
+// thread over a 64-key tile). kFirstKey: the row's first key's score, which
+// lane 4r of the quad holds, broadcast by one shuffle a row. Any shift at or
+// below the max gives the same P, and the first key's score is at most the
+// max, so the row sum is at least 1; it only fails where the max lies so far
+// above it that the exponentials overflow. exp_rows then says so, and the
+// caller recomputes the tile with kRowMax (a warpgroup-wide choice in the
+// grouped backward, which measured the max's reduction at ... of its chain).
+enum class RowShift { kRowMax, kFirstKey };
+
+// Row sums up to this bound keep the approximate reciprocal exact (its input
+// below 2^126) and every term finite; a first-key shift whose sum reaches it
+// (the row's max 100 binary orders above its first key, or more) is redone.
+constexpr float kShiftedSumBound = 0x1p100f;
+
+// In place: s <- exp2(scale_log2 * (s - shift)) at the key columns each row
 // may see, exactly 0 elsewhere (selected, never multiplied, so inf/NaN
 // cannot leak from masked columns); kMasked = false when every column is
-// valid for every row. Returns each of the thread's two rows' sums.
+// valid for every row. Sets each of the thread's two rows' sums, and returns
+// whether both are below kShiftedSumBound (always true for kRowMax, whose
+// sums lie in [1, keys]).
 //
 // Scores arrive unscaled; the scale and log2(e) fold into one FFMA before
-// each exponential, p = exp2(s * scale_log2 - max * scale_log2). That needs
+// each exponential, p = exp2(s * scale_log2 - shift * scale_log2). That needs
 // scale_log2 > 0 (validation requires a positive softmax scale), so that the
 // max of the raw scores is the max of the scaled ones.
-template <int kN, bool kMasked, typename Keys>
-__device__ __forceinline__ void exp_rows(Accumulator<kN>& s, const Keys& keys, float scale_log2, float (&row_sum)[2],
+template <int kN, bool kMasked, typename Keys, RowShift kShift = RowShift::kRowMax>
+__device__ __forceinline__ bool exp_rows(Accumulator<kN>& s, const Keys& keys, float scale_log2, float (&row_sum)[2],
                                          int lane) {
+  static_assert(kShift == RowShift::kRowMax || !kMasked, "the first key must be valid for every row");
   auto masked = [&](int j, int e) { return kMasked && keys.outside(fragment_col(j, e, lane), e >> 1); };
-  RowPartials row_max(-INFINITY);
+  float shift_scaled[2];
+  if constexpr (kShift == RowShift::kFirstKey) {
+    const int first_lane = lane & ~3;  // holds column 0 of both its rows: c[0][0] and c[0][2]
+    shift_scaled[0] = __shfl_sync(0xffffffffu, s.c[0][0], first_lane) * scale_log2;
+    shift_scaled[1] = __shfl_sync(0xffffffffu, s.c[0][2], first_lane) * scale_log2;
+  } else {
+    RowPartials row_max(-INFINITY);
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j)
+    for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      row_max.max_in(j, e, masked(j, e) ? -INFINITY : s.c[j][e]);
-  const float max_scaled[2] = {quad_max(row_max.max(0)) * scale_log2, quad_max(row_max.max(1)) * scale_log2};
+      for (int e = 0; e < 4; ++e)
+        row_max.max_in(j, e, masked(j, e) ? -INFINITY : s.c[j][e]);
+    shift_scaled[0] = quad_max(row_max.max(0)) * scale_log2;
+    shift_scaled[1] = quad_max(row_max.max(1)) * scale_log2;
+  }
   RowPartials sums(0.f);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      s.c[j][e] = masked(j, e) ? 0.f : fast_exp2(fmaf(s.c[j][e], scale_log2, -max_scaled[e >> 1]));
+      s.c[j][e] = masked(j, e) ? 0.f : fast_exp2(fmaf(s.c[j][e], scale_log2, -shift_scaled[e >> 1]));
       sums.add_in(j, e, s.c[j][e]);
     }
   row_sum[0] = quad_sum(sums.sum(0));
   row_sum[1] = quad_sum(sums.sum(1));
+  // Written so that a NaN sum (from NaN inputs) fails it too: the max's pass then gives the same NaN.
+  return kShift == RowShift::kRowMax || (row_sum[0] < kShiftedSumBound && row_sum[1] < kShiftedSumBound);
 }
 
 // exp_rows for a block whose first valid_cols key columns are real (the
@@ -91,9 +120,9 @@ template <int kN>
 __device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_cols, float scale_log2,
                                                 float (&row_sum)[2], int lane) {
   if (valid_cols >= kN)
-    exp_rows<kN, false>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
+    (void)exp_rows<kN, false>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
   else
-    exp_rows<kN, true>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
+    (void)exp_rows<kN, true>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
 }
 
 // exp_rows for the warp's rows row0.. of an entry of the tiles table (the
@@ -101,14 +130,13 @@ __device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_co
 // first row_count keys, or in a packed tile (several short sequences) its
 // own sequence's. One masked variant serves partial and packed tiles alike:
 // a third copy of the exponentials cost the sm80 backward 20-40 bytes more
-// of spills.
-template <int kN>
-__device__ __forceinline__ void exp_rows_in_tile(Accumulator<kN>& s, const schedule::BlockDesc& b, int row0,
+// of spills. kShift applies to whole blocks (every row sees every key);
+// partial and packed tiles take the row max. Returns exp_rows' verdict.
+template <int kN, RowShift kShift = RowShift::kRowMax>
+__device__ __forceinline__ bool exp_rows_in_tile(Accumulator<kN>& s, const schedule::BlockDesc& b, int row0,
                                                  float scale_log2, float (&row_sum)[2], int lane) {
-  if (b.segment_starts == 1 && b.row_count >= kN) {
-    exp_rows<kN, false>(s, FirstKeys{kN}, scale_log2, row_sum, lane);
-    return;
-  }
+  if (b.segment_starts == 1 && b.row_count >= kN)
+    return exp_rows<kN, false, FirstKeys, kShift>(s, FirstKeys{kN}, scale_log2, row_sum, lane);
   KeyRanges keys{{0, 0}, {b.row_count, b.row_count}};
   if (b.segment_starts != 1) {
 #pragma unroll
@@ -118,16 +146,14 @@ __device__ __forceinline__ void exp_rows_in_tile(Accumulator<kN>& s, const sched
       keys.width[h] = schedule::segment_end_row(b.segment_starts, row, b.row_count) - keys.lo[h];
     }
   }
-  exp_rows<kN, true>(s, keys, scale_log2, row_sum, lane);
+  return exp_rows<kN, true>(s, keys, scale_log2, row_sum, lane);
 }
 
 // How 1 / row_sum is taken. row_sum lies in [1, keys] (its max term is
-// exp2(0)), far from where the approximate reciprocal (MUFU.RCP, 1 ulp at
-// most; mufu.cuh) differs from IEEE's, whose `1.f / x` adds a test and a
-// branch to a slow path per row (3.5% of the grouped backward's samples at
-// D = 64, docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at
-// D = 128, where ptxas, at the 255-register ceiling, spilled 28 bytes more
-// with the approximate one (then `__fdividef`).
+// exp2(0)), or in [1, kShiftedSumBound) after a first-key shift, far from where the approximate reciprocal (MUFU.RCP, 1
+// ulp at most; mufu.cuh) differs from IEEE's, whose `1.f / x` adds a test and a branch to a slow path per row (3.5% of
+// the grouped backward's samples at D = 64, docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at D = 128,
+// where ptxas, at the 255-register ceiling, spilled 28 bytes more with the approximate one (then `__fdividef`).
 enum class Reciprocal { kApprox, kIeee };
 template <Reciprocal kR = Reciprocal::kApprox>
 __device__ __forceinline__ float reciprocal_of_sum(float row_sum) {

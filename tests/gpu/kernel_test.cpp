@@ -79,6 +79,7 @@ struct Config {
   float scale = 0.f;  // 0 = 1/sqrt(D)
   RotaryCase rotary{};
   int block_size = kDefaultBlockSize;
+  bool far_first_keys = false;  // see FarFirstKeys
 };
 
 std::string config_string(const Config& c) {
@@ -89,6 +90,7 @@ std::string config_string(const Config& c) {
                   kinds[static_cast<int>(c.offsets)];
   if (c.scale != 0.f) s += "_scale" + std::to_string(static_cast<int>(c.scale * 1000)) + "e_3";
   if (c.block_size != kDefaultBlockSize) s += "_b" + std::to_string(c.block_size);
+  if (c.far_first_keys) s += "_farfirstkeys";
   const RotaryCase& r = c.rotary;
   if (r.dim != 0)
     s += std::string("_rope") + std::to_string(r.dim) + (r.pairs == RotaryPairs::kHalfSplit ? "half" : "inter") +
@@ -353,6 +355,31 @@ struct DeviceRotary {
   }
 };
 
+// For FarFirstKeys: column 0 of K is -32 at each block's first key and 0 at
+// every other, and column 0 of Q is 32 at about one query row in 50 (every
+// head), 0 elsewhere. Those rows score their block's first key 1024 below
+// the rest (184 binary orders after the default scale at D = 64): it gets
+// no weight, and a softmax shifted by that key's score overflows
+// (tile::RowShift); every other row's scores keep N(0, 1) inputs' spread.
+// About a quarter of 64-row tiles hold no such row.
+template <typename T>
+void push_first_keys_far_below(HostTensor<T>& q, HostTensor<T>& k, const std::vector<schedule::BlockDesc>& blocks,
+                               std::mt19937_64& rng) {
+  auto set = [](HostTensor<T>& x, int64_t t, double value) {
+    for (int h = 0; h < x.layout.heads; ++h) {
+      x.stored[x.layout.at(t, h, 0)] = from_double<T>(value);
+      x.dense[HostTensor<T>::dense_at(x.layout, t, h, 0)] = value;
+    }
+  };
+  std::uniform_int_distribution<int> one_in(0, 49);
+  for (int64_t t = 0; t < q.layout.tokens; ++t) {
+    set(k, t, 0.0);
+    set(q, t, one_in(rng) == 0 ? 32.0 : 0.0);
+  }
+  for (const auto& b : blocks)
+    if (b.row_count > 0) set(k, b.row_begin, -32.0);
+}
+
 // Forward and backward of one configuration on the given sequence lengths, on
 // every path this GPU has, against the fp64 reference.
 template <typename T>
@@ -373,6 +400,7 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
   const Layout ql = make_layout(tokens, c.hq, c.head_dim, c.layout);
   const Layout kl = make_layout(tokens, c.hkv, c.head_dim, c.layout);
   HostTensor<T> q(ql, rng), k(kl, rng), v(kl, rng), dout(ql, rng);
+  if (c.far_first_keys) push_first_keys_far_below(q, k, blocks, rng);
 
   DeviceBuffer<T> dq_in(ql.elems()), dk_in(kl.elems()), dv_in(kl.elems()), ddout(ql.elems());
   dq_in.upload(q.stored);
@@ -750,6 +778,50 @@ std::vector<Config> long_walk_configs() {
   return configs;
 }
 INSTANTIATE_TEST_SUITE_P(All, LongWalks, ::testing::ValuesIn(long_walk_configs()), config_name);
+
+// Scores whose row max lies far above the row's first key at some rows
+// (push_first_keys_far_below), where the sm_90 grouped backward's softmax
+// for grouped heads, shifted by the first key's score, overflows and is
+// redone with the row max, a warpgroup at a time (tile::RowShift): MQA and
+// GQA, on a few blocks a sequence and on many, at every built head dim; and
+// MHA, whose kernels take the row max, on the same inputs.
+class FarFirstKeys : public ::testing::TestWithParam<Config> {};
+
+TEST_P(FarFirstKeys, MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng = testing::test_rng();
+  const int b = GetParam().block_size;
+  {
+    SCOPED_TRACE("a few blocks a sequence");
+    std::vector<int32_t> lengths;
+    for (int i = 0; i < 24; ++i)
+      lengths.push_back(std::uniform_int_distribution<int32_t>(b + 1, 3 * b)(rng));
+    run_case(GetParam(), lengths, rng);
+  }
+  {
+    SCOPED_TRACE("many blocks a sequence");
+    std::vector<int32_t> lengths;
+    for (int i = 0; i < 5; ++i)
+      lengths.push_back(std::uniform_int_distribution<int32_t>(10 * b, 16 * b)(rng));
+    run_case(GetParam(), lengths, rng);
+  }
+}
+
+std::vector<Config> far_first_key_configs() {
+  std::vector<Config> configs;
+  for (int d : built_head_dims()) {
+    Config mha{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
+    Config mqa{DType::kBF16, d, 8, 1, LayoutKind::kPacked, OffsetsKind::kValid};
+    Config gqa{DType::kFP16, d, 4, 2, LayoutKind::kPadded, OffsetsKind::kValid};
+    for (Config c : {mha, mqa, gqa}) {
+      c.block_size = primary_block_size();
+      c.far_first_keys = true;
+      configs.push_back(c);
+    }
+  }
+  return configs;
+}
+INSTANTIATE_TEST_SUITE_P(All, FarFirstKeys, ::testing::ValuesIn(far_first_key_configs()), config_name);
 
 // Malformed offsets: results follow the documented sanitized semantics and no
 // element outside the sanitized blocks is written. tools/gpu_check.sh also runs
