@@ -55,12 +55,13 @@ struct KeyRanges {
 // What exp_rows subtracts from a row's scores before the exponentials.
 // kRowMax: the row's max, found by a reduction (32 FMNMX and four shuffles a
 // thread over a 64-key tile). kFirstKey: the row's first key's score, which
-// lane 4r of the quad holds, broadcast by one shuffle a row. Any shift at or
-// below the max gives the same P, and the first key's score is at most the
-// max, so the row sum is at least 1; it only fails where the max lies so far
-// above it that the exponentials overflow. exp_rows then says so, and the
-// caller recomputes the tile with kRowMax (a warpgroup-wide choice in the
-// grouped backward, which measured the max's reduction at ... of its chain).
+// the quad's first lane holds, broadcast by one shuffle a row. Any shift
+// gives the same P in exact arithmetic; one at or below the max keeps the
+// row sum at least 1, and the first key's score is at most the max. It only
+// fails where the max lies so far above it that the sum passes
+// kShiftedSumBound: exp_rows then says so, and the caller recomputes the
+// tile with kRowMax (in the grouped backward, a warpgroup-wide choice,
+// sm90/grouped_backward.cuh).
 enum class RowShift { kRowMax, kFirstKey };
 
 // Row sums up to this bound keep the approximate reciprocal exact (its input
