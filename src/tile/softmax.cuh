@@ -110,7 +110,8 @@ __device__ __forceinline__ bool exp_rows(Accumulator<kN>& s, const Keys& keys, f
     }
   row_sum[0] = quad_sum(sums.sum(0));
   row_sum[1] = quad_sum(sums.sum(1));
-  // Written so that a NaN sum (from NaN inputs) fails it too: the max's pass then gives the same NaN.
+  // Written so that a NaN sum (from NaN inputs) fails too: the max's pass
+  // then gives the same NaN.
   return kShift == RowShift::kRowMax || (row_sum[0] < kShiftedSumBound && row_sum[1] < kShiftedSumBound);
 }
 
@@ -151,10 +152,13 @@ __device__ __forceinline__ bool exp_rows_in_tile(Accumulator<kN>& s, const sched
 }
 
 // How 1 / row_sum is taken. row_sum lies in [1, keys] (its max term is
-// exp2(0)), or in [1, kShiftedSumBound) after a first-key shift, far from where the approximate reciprocal (MUFU.RCP, 1
-// ulp at most; mufu.cuh) differs from IEEE's, whose `1.f / x` adds a test and a branch to a slow path per row (3.5% of
-// the grouped backward's samples at D = 64, docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at D = 128,
-// where ptxas, at the 255-register ceiling, spilled 28 bytes more with the approximate one (then `__fdividef`).
+// exp2(0)), or in [1, kShiftedSumBound) after a first-key shift: far from
+// where the approximate reciprocal (MUFU.RCP, 1 ulp at most; mufu.cuh)
+// differs from IEEE's, whose `1.f / x` adds a test and a branch to a slow
+// path per row (3.5% of the grouped backward's samples at D = 64,
+// docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at
+// D = 128, where ptxas, at the 255-register ceiling, spilled 28 bytes more
+// with the approximate one (then `__fdividef`).
 enum class Reciprocal { kApprox, kIeee };
 template <Reciprocal kR = Reciprocal::kApprox>
 __device__ __forceinline__ float reciprocal_of_sum(float row_sum) {
