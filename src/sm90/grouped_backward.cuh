@@ -130,8 +130,8 @@ struct GroupedBackwardConfig {
   // What each row's exponentials are shifted by (tile::RowShift). Grouped
   // heads skip the row max (its 32 FMNMX and four shuffles a thread and
   // head), shifting by the first key's score and redoing a head whose
-  // exponentials overflow: mqa-d64-h8x1 (H200, sustained) gained 0.6 and 1.1
-  // points in two calls. The ManyBlocks form (MHA, headline-d64) read 0.6
+  // exponentials overflow: mqa-d64-h8x1 (H200, sustained) gained 0.6-1.5
+  // points in four calls. The ManyBlocks form (MHA, headline-d64) read 0.6
   // slower with it, so it keeps the max, and so does the FewBlocks form,
   // unmeasured (docs/perf.md, "Session 49").
   static constexpr tile::RowShift kRowShift =
