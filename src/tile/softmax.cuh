@@ -122,9 +122,9 @@ template <int kN>
 __device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_cols, float scale_log2,
                                                 float (&row_sum)[2], int lane) {
   if (valid_cols >= kN)
-    (void)exp_rows<kN, false>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
+    exp_rows<kN, false>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
   else
-    (void)exp_rows<kN, true>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
+    exp_rows<kN, true>(s, FirstKeys{valid_cols}, scale_log2, row_sum, lane);
 }
 
 // exp_rows for the warp's rows row0.. of an entry of the tiles table (the
