@@ -118,7 +118,7 @@ class Sm90Backend final : public core::KernelBackend {
   // batches of them where it measured faster (sm90/params.h).
   bool reads_packed_tiles(const Problem& p) const override {
     return p.operation == Operation::kBackward ||
-           (batch_kind(p) == BatchKind::kShort && forward_packs_short_sequences(p.shape.head_dim));
+           (batch_kind(p) == BatchKind::kShort && forward_packs_short_sequences(p.shape.head_dim, p.shape.block_size));
   }
 
   Status launch(const Problem& p, const schedule::Schedule& s, cudaStream_t stream) const override {
@@ -139,7 +139,7 @@ class Sm90Backend final : public core::KernelBackend {
                              p.shape.head_dim, tile_chunk_cols(p.operation, p.shape.head_dim), box_rows, &error);
     });
     if (p.operation == Operation::kForward &&
-        forward_heads_per_slot(p.shape.head_dim, p.fusion(), kernel_variant(p).batch) == 2) {
+        forward_heads_per_slot(p.shape.head_dim, p.shape.block_size, p.fusion(), kernel_variant(p).batch) == 2) {
       for (const MappedTensor& t : kForwardPairInputs)
         if (error == nullptr)
           encode_head_pair_map(&(params.*t.map), p.tensor(t.id), p.shape.dtype, p.shape.total_tokens, heads_of(p, t.id),

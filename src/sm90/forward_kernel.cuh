@@ -8,6 +8,8 @@
 //            O = P V (wgmma, P from registers, V transposed from shared
 //            memory), normalization; O is staged in the tile's own Q buffer
 //            and leaves with 16-byte stores that skip rows past the block end.
+//            A 128-token tile is shared by two consumers, a 64-row half each
+//            against all 128 keys (a slot group in the frame's terms).
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
 // With rotary at D = 128 (forward_stages_angles) the producer also brings
@@ -44,8 +46,11 @@ namespace blockattn::sm90 {
 // block (tail-d64 83% -> 93% with three; four, session 37: +2 points more on
 // the H100 and the H200), and the rotary forward (whose rotation latency a
 // third consumer hides: headline-d64 2.73 -> 2.54 ms); long sequences at
-// D = 64 lose 12 points with three.
-constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kind) {
+// D = 64 lose 12 points with three. 128-token tiles take two, a tile's row
+// halves (ForwardConfig::kRowHalves): S of 128 keys and its operand alone
+// are 96 registers a thread, past what three or four consumers may hold.
+constexpr int forward_consumers(int head_dim, int block_size, core::Fusion fusion, BatchKind kind) {
+  if (block_size == 128) return 2;
   if (head_dim <= 32) return 3;
   if (head_dim <= 64 && kind == BatchKind::kShort) return fusion == core::Fusion::kNone ? 4 : 3;
   if (head_dim <= 64 && fusion == core::Fusion::kRotary) return 3;
@@ -54,10 +59,14 @@ constexpr int forward_consumers(int head_dim, core::Fusion fusion, BatchKind kin
 
 template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles, int kHeadsPerSlot>
 struct ForwardConfig {
-  static_assert(B == 64, "one m64 wgmma row block per tile: the tile is one 64-token block");
+  static_assert(B == 64 || B == 128, "a tile is one block of one or two m64 wgmma row blocks");
   static constexpr int kHeadDim = D;
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S
+  // A consumer's query rows are one m64 row block: a 128-token tile is shared
+  // by two consumers, each its row half against all 128 keys (m64n128 S).
+  static constexpr int kConsumerRows = 64;
+  static constexpr int kRowHalves = B / kConsumerRows;
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
   static constexpr int kConsumers = kConsumerGroups;  // forward_consumers()
   static_assert(kConsumers >= 2 && kConsumers <= 4, "the register split below");
@@ -72,9 +81,17 @@ struct ForwardConfig {
   // a slot group (frame.cuh): a stage holds each tensor's tiles of them side
   // by side, as one pair box of the host's pair maps fills them.
   static constexpr int kHeads = kHeadsPerSlot;
-  static constexpr int kConsumersPerSlot = kHeads;
-  static_assert(kHeads == 1 || (kHeads == 2 && kChunks == 1 && kConsumers % 2 == 0),
+  // Either form of sharing makes a slot group: a consumer per head of a pair,
+  // or per row half of a 128-token tile.
+  static constexpr int kConsumersPerSlot = kHeads * kRowHalves;
+  static_assert(kHeads == 1 || (kHeads == 2 && kChunks == 1 && kConsumers % 2 == 0 && kRowHalves == 1),
                 "head pairs: one 64-column chunk a head (the pair maps' box), two consumers a slot");
+  static_assert(kConsumers % kConsumersPerSlot == 0, "whole slot groups");
+  // The row halves of a shared tile meet once, where a partial tile's V rows
+  // (keys of both halves) are zeroed: a named barrier past the consumers' own.
+  static constexpr uint32_t kTileBarrier = 1 + kConsumers;
+  static_assert(kRowHalves == 1 || (kConsumerRows * Layout::kRowBytes) % 1024 == 0,
+                "a row half starts on the swizzle's 1024-byte period (its A descriptor's base)");
   static constexpr int kStageBytes = 3 * kHeads * kTileBytes;
   // 216 KB of tiles with three or four consumers (18 stages at D = 32, 8 at
   // D = 64 with four, 4 of head pairs), 192 KB with two (8 at D = 64, 4 at
@@ -92,10 +109,12 @@ struct ForwardConfig {
   // forward_packs_short_sequences()) or the blocks table, which has no empty
   // entries (frame.cuh).
   static constexpr bool kPacked = kPackedTiles;
+  static_assert(!kPacked || kRowHalves == 1, "packed tiles of 64 tokens (forward_packs_short_sequences)");
   static constexpr bool kEmptyEntries = kPackedTiles;
   // One arrival per warp is racecheck-clean on the blocks table, not on the
-  // packed tiles (frame.cuh).
-  static constexpr bool kReleasePerThread = kPackedTiles;
+  // packed tiles, nor where a partial tile's V rows are zeroed by both
+  // consumers of a shared 128-token tile, across their warps (frame.cuh).
+  static constexpr bool kReleasePerThread = kPackedTiles || kRowHalves > 1;
   // In the static part of the walk (the first ring's worth), neighbouring
   // heads to neighbouring CTAs (frame.cuh's cta_tile): on the static walk a
   // CTA taking them together cost headline-d64 7 points and tail-d64 13
@@ -188,10 +207,14 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   // layouts' offsets compile to shifts, not signed division (perf.md, "Signed
   // division in the consumers' address arithmetic").
   const int tid = threadIdx.x % 128;
-  const int lane = tid % 32, row0 = 16 * (tid / 32);
+  const int lane = tid % 32;
   const uint32_t barrier_id = 1 + consumer;
-  // Which of the slot's heads this consumer takes (its place in its slot group).
-  const int head = consumer % Cfg::kHeads;
+  // This consumer's place in its slot group: which of the slot's heads it
+  // takes, or which row half of a 128-token tile.
+  const int place = consumer % Cfg::kConsumersPerSlot;
+  const int head = Cfg::kHeads > 1 ? place : 0;
+  const int half = Cfg::kRowHalves > 1 ? place : 0;
+  const int row0 = Cfg::kConsumerRows * half + 16 * (tid / 32);  // the warp's query rows in the tile
   tile::TileCoords t = slot_coords;
   if constexpr (Cfg::kHeads > 1) {
     if (head == 1) {
@@ -205,7 +228,8 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
     T *q, *k, *v;
   } ops{sm.q(stage, head), sm.k(stage, head), sm.v(stage, head)};
   if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
-    tile::zero_rows_from<Layout, Cfg::kRows, D, 128>(ops.v, valid, tid);
+    // V's rows are every half's keys: a shared tile's halves zero them together.
+    tile::zero_rows_from<Layout, Cfg::kRows, D, 128 * Cfg::kRowHalves>(ops.v, valid, 128 * half + tid);
   }
   if constexpr (std::is_same_v<Angles, NoStagedAngles>) {
     hooks.template prologue<Layout, Cfg::kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
@@ -220,11 +244,18 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   }
   if (valid < Cfg::kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
-    named_barrier_sync(barrier_id, 128);
+    if constexpr (Cfg::kRowHalves == 1)
+      named_barrier_sync(barrier_id, 128);
+    else  // both halves' P V products read all of V's rows
+      named_barrier_sync(Cfg::kTileBarrier, 128 * Cfg::kRowHalves);
+  }
+  if constexpr (Cfg::kRowHalves > 1) {
+    if (Cfg::kConsumerRows * half >= valid) return;  // a half past the block's end has no rows to write
   }
 
-  // S = Q K^T over D / 16 steps.
-  const uint32_t q_addr = operand_address(ops.q), k_addr = operand_address(ops.k);
+  // S = Q K^T over D / 16 steps, the consumer's query rows against every key.
+  const uint32_t own_rows = half * Cfg::kConsumerRows * Layout::kRowBytes;  // into each chunk of Q
+  const uint32_t q_addr = operand_address(ops.q) + own_rows, k_addr = operand_address(ops.k);
   tile::Accumulator<kKeys> s;
   wgmma_fence();
   issue_ss_product<T, kKeys, D, Layout>(s.regs(), q_addr, k_addr);
@@ -254,9 +285,10 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   hooks.epilogue(tile::Output::kOut, o, t, row0, 0, lane);
 
   // Normalize and stage O in this warp's rows of the Q buffer, once every
-  // warp of the group is past S (the wgmma read all of Q), then store the
-  // rows that belong to the block. Past 128 columns, staging next to the
-  // live accumulator spills (ptxas: 316-712 bytes), so O leaves from registers.
+  // warp of the group is past S (the wgmma read all of the group's Q rows),
+  // then store the rows that belong to the block. Past 128 columns, staging
+  // next to the live accumulator spills (ptxas: 316-712 bytes), so O leaves
+  // from registers.
   T* const dst = tile::head_rows_out<T>(p.out, t.block, t.q_head);
   if constexpr (Cfg::kPaddedD > 128) {
     tile::store_rows_direct<T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), dst, p.out.token_stride, row0, valid, lane);
@@ -323,6 +355,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
   const ForwardSmem<T, D, B, C, P, H> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   static_assert(H == 1 || F == core::Fusion::kNone, "head pairs without a hook set's per-tile prologue");
+  static_assert(B == 64 || F == core::Fusion::kNone, "a hook set's prologue takes a whole tile with one consumer");
   // The walk's tiles are slots: (block, kHeads neighbouring query heads).
   tile::QueryHeadWalk<F, H> coords_of(p.attn);  // the producer's alone
   const int num_tiles = p.attn.schedule.block_count() * coords_of.units_per_block();
@@ -385,8 +418,8 @@ namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
   using Config =
-      sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kLong), false,
-                                                    sm90::forward_heads_per_slot(D, F, BatchKind::kLong)>,
+      sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, B, F, BatchKind::kLong), false,
+                                                    sm90::forward_heads_per_slot(D, B, F, BatchKind::kLong)>,
                                 sm90::forward_stages_angles(D, F, false)>;
   static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, false, Config::kHeads>;
   // For batches of short sequences: forward_consumers()'s count, packed
@@ -394,10 +427,10 @@ struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
   // forward_heads_per_slot(); the same kernel where none changes.
   struct ShortSequences {
     using Config =
-        sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, F, BatchKind::kShort),
-                                                      sm90::forward_packs_short_sequences(D),
-                                                      sm90::forward_heads_per_slot(D, F, BatchKind::kShort)>,
-                                  sm90::forward_stages_angles(D, F, sm90::forward_packs_short_sequences(D))>;
+        sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, B, F, BatchKind::kShort),
+                                                      sm90::forward_packs_short_sequences(D, B),
+                                                      sm90::forward_heads_per_slot(D, B, F, BatchKind::kShort)>,
+                                  sm90::forward_stages_angles(D, F, sm90::forward_packs_short_sequences(D, B))>;
     static constexpr auto kernel =
         sm90::forward_kernel<T, D, B, F, Config::kConsumers, Config::kPacked, Config::kHeads>;
   };

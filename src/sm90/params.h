@@ -34,8 +34,12 @@ constexpr int tile_chunk_cols(Operation op, int head_dim) {
 // 93.1% -> 97.5% of copy; tail-d128 97.6% -> 86.5%, so D = 64 only until
 // the producer passed over the table's empty entries instead of handing each
 // a ring slot (session 37): tail-d128 then 96 -> 96.7 on the H100 and
-// 83 -> 90.5 on the H200.
-constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 64 || head_dim == 128; }
+// 83 -> 90.5 on the H200. 64-token blocks only: a 128-token tile is shared
+// by two consumers (ForwardConfig::kRowHalves), which the packed tiles'
+// per-row segments were never measured with.
+constexpr bool forward_packs_short_sequences(int head_dim, int block_size) {
+  return block_size == 64 && (head_dim == 64 || head_dim == 128);
+}
 
 // Query heads per ring slot of the forward: two neighbouring heads of one
 // packed tile, where the kernel issues a tile every ~0.9 us from its single
@@ -44,8 +48,8 @@ constexpr bool forward_packs_short_sequences(int head_dim) { return head_dim == 
 // tiles come in one TMA box of two heads (Params' pair maps), so a slot
 // costs the producer one walk step, one wait and three copies for two tiles,
 // and the boxes are 16 KB, as the D = 128 forward's two-chunk tiles.
-constexpr int forward_heads_per_slot(int head_dim, core::Fusion fusion, BatchKind kind) {
-  return head_dim == 64 && kind == BatchKind::kShort && fusion == core::Fusion::kNone ? 2 : 1;
+constexpr int forward_heads_per_slot(int head_dim, int block_size, core::Fusion fusion, BatchKind kind) {
+  return head_dim == 64 && block_size == 64 && kind == BatchKind::kShort && fusion == core::Fusion::kNone ? 2 : 1;
 }
 
 // Whether the forward's producer stages each tile's rotary table rows in

@@ -46,6 +46,14 @@ std::vector<int> built_head_dims();
     if (std::find(built.begin(), built.end(), (d)) == built.end())                         \
       GTEST_SKIP() << "head_dim " << (d) << " is not in this build (BLOCKATTN_HEAD_DIMS)"; \
   } while (0)
+// The same for a block size (built_block_sizes(), below: the macro expands in
+// the tests that follow it).
+#define REQUIRE_BLOCK_SIZE(b)                                                                \
+  do {                                                                                       \
+    const std::vector<int> built = built_block_sizes();                                      \
+    if (std::find(built.begin(), built.end(), (b)) == built.end())                           \
+      GTEST_SKIP() << "block_size " << (b) << " is not in this build (BLOCKATTN_BLOCK_SIZES)"; \
+  } while (0)
 
 enum class OffsetsKind { kValid, kUnownedEdges, kMalformed };
 
@@ -1005,6 +1013,7 @@ INSTANTIATE_TEST_SUITE_P(Shards, Fuzz, ::testing::Range(0, kFuzzShards));
 TEST(CudaGraph, CapturesForwardAndBackward) {
   REQUIRE_GPU();
   REQUIRE_HEAD_DIM(128);
+  REQUIRE_BLOCK_SIZE(kDefaultBlockSize);  // its shapes take the default
   std::mt19937_64 rng = testing::test_rng();
   const int64_t tokens = 700, num_seqs = 4;
   const Layout l = make_layout(tokens, 4, 128, LayoutKind::kPacked);
@@ -1414,6 +1423,7 @@ TEST(Dispatch, AutoFollowsDeviceAndEnvironment) {
   REQUIRE_GPU();
   REQUIRE_HEAD_DIM(64);
   REQUIRE_HEAD_DIM(128);
+  REQUIRE_BLOCK_SIZE(kDefaultBlockSize);  // its shapes take the default
   ForwardArgs a;
   a.shape = {3, 1000, 2, 2, 64, DType::kBF16};
   DeviceBuffer<__nv_bfloat16> t(1000 * 2 * 64);  // never launched on: forward_backend only decides
