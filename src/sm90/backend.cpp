@@ -80,7 +80,7 @@ void for_each_mapped_tensor(const Problem& p, const KernelEntry<Params>& kernel,
 bool encode_staged_angle_maps(const Problem& p, bool packed, Params& params) {
   const RotaryParams& r = params.attn.rotary;
   const bool stages = p.operation == Operation::kForward
-                          ? forward_stages_angles(p.shape.head_dim, p.fusion(), packed)
+                          ? forward_stages_angles(p.shape.head_dim, p.shape.block_size, p.fusion(), packed)
                           : backward_stages_angles(p.shape.head_dim, p.fusion(), batch_kind(p) == BatchKind::kShort);
   if (!stages || r.table_type == TableType::kFloat32) return false;
   const DType dtype = r.table_type == TableType::kBF16 ? DType::kBF16 : DType::kFP16;

@@ -1,14 +1,16 @@
-// The backward's products whose A operand comes from registers: dV = P^T dO,
-// dK = dS^T Q (A = a transposed P or dS tile read from shared memory) and
-// dQ = dS K (A = dS itself), and how their results leave. Shared by the three
-// sm90 backward kernels (backward_kernel.cuh, shared_tile_backward.cuh,
-// column_split_backward.cuh).
+// The backward's products: S and dP with the softmax between them
+// (issue_scores, softmax_of_scores), and those whose A operand comes from
+// registers: dV = P^T dO, dK = dS^T Q (A = a transposed P or dS tile read
+// from shared memory) and dQ = dS K (A = dS itself), and how their results
+// leave. Shared by the sm90 backward kernels (backward_kernel.cuh,
+// shared_tile_backward.cuh, column_split_backward.cuh, grouped_backward.cuh).
 #pragma once
 
 #include "sm90/wgmma.cuh"
 #include "tile/fragments.cuh"
 #include "tile/row_io.cuh"
 #include "tile/smem_layout.cuh"
+#include "tile/softmax.cuh"
 
 namespace blockattn::sm90 {
 
@@ -30,6 +32,38 @@ __device__ __forceinline__ void store_staged_rows_walked(bool stepped, const T* 
     tile::store_rows<Layout, kCols, tile::RowWalk::kStepped>(staging, row0, dst, row_stride, valid_rows, lane);
   else
     tile::store_rows<Layout, kCols, kRowWalk>(staging, row0, dst, row_stride, valid_rows, lane);
+}
+
+// S = Q K^T and dP = dO V^T over a warpgroup's 64 rows, issued as two groups so
+// that the exponentials of S can run while dP's product does
+// (softmax_of_scores).
+template <typename T, int kRows, int D, typename Layout>
+__device__ __forceinline__ void issue_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds, uint32_t q_addr,
+                                             uint32_t dout_addr, uint32_t k_addr, uint32_t v_addr) {
+  wgmma_fence();
+  issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
+  wgmma_commit();
+  issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
+  wgmma_commit();
+}
+
+// Waits for issue_scores' two groups in turn: S into P (normalized, rows past
+// the block's end zeroed) while dP's product runs, then dP into dS, times
+// ds_scale (tile::softmax_grad_rows). Returns whether kShift's exponentials
+// held (tile::exp_rows); where they did not, P and dS are to be redone with
+// the row max.
+template <tile::RowShift kShift = tile::RowShift::kRowMax, int kRows>
+__device__ __forceinline__ bool softmax_of_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds,
+                                                  const schedule::BlockDesc& block, int row0, float scale_log2,
+                                                  int lane, float ds_scale = 1.f) {
+  wgmma_wait<1>();
+  fence_registers(s.regs());
+  float row_sum[2];
+  const bool held = tile::exp_rows_in_tile<kRows, kShift>(s, block, row0, scale_log2, row_sum, lane);
+  wgmma_wait<0>();
+  fence_registers(ds.regs());
+  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, block.row_count, lane), ds_scale);
+  return held;
 }
 
 // A-operand fragments of X^T for this warp's 16 key rows, k-step by k-step,

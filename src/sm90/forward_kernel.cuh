@@ -87,8 +87,9 @@ struct ForwardConfig {
   static_assert(kHeads == 1 || (kHeads == 2 && kChunks == 1 && kConsumers % 2 == 0 && kRowHalves == 1),
                 "head pairs: one 64-column chunk a head (the pair maps' box), two consumers a slot");
   static_assert(kConsumers % kConsumersPerSlot == 0, "whole slot groups");
-  // The row halves of a shared tile meet once, where a partial tile's V rows
-  // (keys of both halves) are zeroed: a named barrier past the consumers' own.
+  // The row halves of a shared tile meet once, after they have zeroed a
+  // partial tile's V rows or rotated its operands together (forward_tile):
+  // a named barrier past the consumers' own.
   static constexpr uint32_t kTileBarrier = 1 + kConsumers;
   static_assert(kRowHalves == 1 || (kConsumerRows * Layout::kRowBytes) % 1024 == 0,
                 "a row half starts on the swizzle's 1024-byte period (its A descriptor's base)");
@@ -227,27 +228,32 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   struct {
     T *q, *k, *v;
   } ops{sm.q(stage, head), sm.k(stage, head), sm.v(stage, head)};
+  // What touches the whole tile in shared memory (V's tail, the rotation of
+  // Q, K and V) is shared by the halves of a 128-token tile: their threads
+  // together, who then meet at kTileBarrier below.
+  constexpr int kTileThreads = 128 * Cfg::kRowHalves;
+  const int tile_tid = 128 * half + tid;
   if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
-    // V's rows are every half's keys: a shared tile's halves zero them together.
-    tile::zero_rows_from<Layout, Cfg::kRows, D, 128 * Cfg::kRowHalves>(ops.v, valid, 128 * half + tid);
+    tile::zero_rows_from<Layout, Cfg::kRows, D, kTileThreads>(ops.v, valid, tile_tid);
   }
   if constexpr (std::is_same_v<Angles, NoStagedAngles>) {
-    hooks.template prologue<Layout, Cfg::kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+    hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   } else if (p.staged_angles) {
+    static_assert(Cfg::kRowHalves == 1, "an angle slot per consumer, each on tiles of its own (forward_stages_angles)");
     angles.full[consumer].wait(angle_phase);
     angle_phase ^= 1;
     hooks.template prologue<Layout, Cfg::kRows, D, 128>(
         t, tid, ops.q, ops.k, ops.v, tile::StagedAngles{angles.cos(consumer), angles.sin(consumer), t.first_position});
     angles.empty[consumer].arrive();  // this thread's reads of the slot are done
   } else {
-    hooks.template prologue<Layout, Cfg::kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
+    hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   }
   if (valid < Cfg::kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
     if constexpr (Cfg::kRowHalves == 1)
       named_barrier_sync(barrier_id, 128);
-    else  // both halves' P V products read all of V's rows
-      named_barrier_sync(Cfg::kTileBarrier, 128 * Cfg::kRowHalves);
+    else  // both halves' products read every row the other half may have written
+      named_barrier_sync(Cfg::kTileBarrier, kTileThreads);
   }
   if constexpr (Cfg::kRowHalves > 1) {
     if (Cfg::kConsumerRows * half >= valid) return;  // a half past the block's end has no rows to write
@@ -355,12 +361,11 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
   const ForwardSmem<T, D, B, C, P, H> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   static_assert(H == 1 || F == core::Fusion::kNone, "head pairs without a hook set's per-tile prologue");
-  static_assert(B == 64 || F == core::Fusion::kNone, "a hook set's prologue takes a whole tile with one consumer");
   // The walk's tiles are slots: (block, kHeads neighbouring query heads).
   tile::QueryHeadWalk<F, H> coords_of(p.attn);  // the producer's alone
   const int num_tiles = p.attn.schedule.block_count() * coords_of.units_per_block();
 
-  constexpr bool kStagedAngles = forward_stages_angles(D, F, P);
+  constexpr bool kStagedAngles = forward_stages_angles(D, B, F, P);
   using Angles = std::conditional_t<kStagedAngles, StagedAngleSlots<Cfg>, NoStagedAngles>;
   const Angles angles(sm.tiles);
   if constexpr (kStagedAngles) {
@@ -420,7 +425,7 @@ struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
   using Config =
       sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, B, F, BatchKind::kLong), false,
                                                     sm90::forward_heads_per_slot(D, B, F, BatchKind::kLong)>,
-                                sm90::forward_stages_angles(D, F, false)>;
+                                sm90::forward_stages_angles(D, B, F, false)>;
   static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, false, Config::kHeads>;
   // For batches of short sequences: forward_consumers()'s count, packed
   // tiles where forward_packs_short_sequences() and head pairs where
@@ -430,7 +435,7 @@ struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
         sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, B, F, BatchKind::kShort),
                                                       sm90::forward_packs_short_sequences(D, B),
                                                       sm90::forward_heads_per_slot(D, B, F, BatchKind::kShort)>,
-                                  sm90::forward_stages_angles(D, F, sm90::forward_packs_short_sequences(D, B))>;
+                                  sm90::forward_stages_angles(D, B, F, sm90::forward_packs_short_sequences(D, B))>;
     static constexpr auto kernel =
         sm90::forward_kernel<T, D, B, F, Config::kConsumers, Config::kPacked, Config::kHeads>;
   };

@@ -250,38 +250,6 @@ constexpr uint32_t kOwnBarrier0 = 2;
 // The consumers' turns (Cfg::kTakeTurns): barriers 4 and 5.
 constexpr uint32_t kTurnBarrier0 = 4;
 
-// S = Q K^T and dP = dO V^T over a tile's 64 rows, issued as two groups so
-// that the exponentials of S can run while dP's product does
-// (softmax_of_scores).
-template <typename T, int kRows, int D, typename Layout>
-__device__ __forceinline__ void issue_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds, uint32_t q_addr,
-                                             uint32_t dout_addr, uint32_t k_addr, uint32_t v_addr) {
-  wgmma_fence();
-  issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr, k_addr);
-  wgmma_commit();
-  issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr, v_addr);
-  wgmma_commit();
-}
-
-// Waits for issue_scores' two groups in turn: S into P (normalized, rows past
-// the block's end zeroed) while dP's product runs, then dP into dS, times
-// ds_scale (tile::softmax_grad_rows). Returns whether kShift's exponentials
-// held (tile::exp_rows); where they did not, P and dS are to be redone with
-// the row max.
-template <tile::RowShift kShift = tile::RowShift::kRowMax, int kRows>
-__device__ __forceinline__ bool softmax_of_scores(tile::Accumulator<kRows>& s, tile::Accumulator<kRows>& ds,
-                                                  const schedule::BlockDesc& block, int row0, float scale_log2,
-                                                  int lane, float ds_scale = 1.f) {
-  wgmma_wait<1>();
-  fence_registers(s.regs());
-  float row_sum[2];
-  const bool held = tile::exp_rows_in_tile<kRows, kShift>(s, block, row0, scale_log2, row_sum, lane);
-  wgmma_wait<0>();
-  fence_registers(ds.regs());
-  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, block.row_count, lane), ds_scale);
-  return held;
-}
-
 // One unit, the CTA's u-th: the group's heads in order, then dK and dV.
 // `first` is the unit's first head's first tensor in the ring's stream, where
 // its heads lie Cfg::kHeadStride tensors apart.

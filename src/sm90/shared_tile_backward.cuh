@@ -67,6 +67,10 @@ struct SharedTileBackwardConfig {
   // headline-d128 92.0 -> 91.1 (docs/perf.md, "A regression at 128-token
   // blocks, found by the sweep").
   static constexpr bool kMaskedThreadIndex = D >= 128;
+  // dQ, dV and dK issued together, each written while the later ones run:
+  // at D = 64 their accumulators (3 x 32) fit beside the A operands (3 x 32);
+  // at D = 128 (3 x 64) they do not, and the three run one after another.
+  static constexpr bool kOverlapOutputs = D == 64;
 };
 
 template <typename T, int D>
@@ -115,22 +119,13 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
 
   begin_backward_tile<Layout, kRows, D, Cfg::kConsumerThreads, T>(hooks, t, in, consumer_tid);
 
-  // S = Q_c K^T and dP = dO_c V^T.
+  // S = Q_c K^T and dP = dO_c V^T; P (normalized; rows past the block end
+  // zeroed) while dP's product runs, then dS, in place; then both to shared
+  // memory for the other consumer's key half.
   tile::Accumulator<kRows> s, ds;
-  wgmma_fence();
-  issue_ss_product<T, kRows, D, Layout>(s.regs(), q_addr + own_rows, k_addr);
-  issue_ss_product<T, kRows, D, Layout>(ds.regs(), dout_addr + own_rows, v_addr);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(s.regs());
-  fence_registers(ds.regs());
+  issue_scores<T, kRows, D, Layout>(s, ds, q_addr + own_rows, dout_addr + own_rows, k_addr, v_addr);
+  softmax_of_scores(s, ds, t.block, row0, p.attn.scale_log2, lane);
   in.release(kTensorV, lane);
-
-  // P (normalized; rows past the block end zeroed) and dS, in place, then to
-  // shared memory for the other consumer's key half.
-  float row_sum[2];
-  tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
-  tile::softmax_grad_rows(s, ds, tile::inverse_valid_rows(row_sum, row0, valid, lane));
   // The previous tile's outputs have left the P and dS tiles. A warp's staged
   // output rows (Layout: D columns a row) are not its P rows (128 columns a
   // row): consumer 1's dK and dV rows lie under consumer 0's P and dS rows
@@ -147,33 +142,63 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // staged outputs (no warp reads another's rows of them any more).
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
 
-  // dQ_c = scale dS_c K.
-  {
-    tile::Accumulator<D> dq;
-    wgmma_rs_tile<T, D, Layout>(dq, ds_rows, k_addr);
+  // Each output through its epilogue, staged in the warp's rows of a dead
+  // tile: dQ_c = scale dS_c K and dK_c = scale dS[:, c]^T Q in P's, dV_c =
+  // P[:, c]^T dO in dS's. Each product's last reader of a tensor hands the
+  // tensor back first.
+  auto write_dq = [&](tile::Accumulator<D>& dq) BLOCKATTN_INLINE {
     in.release(kTensorK, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane);
     write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid, lane);
-  }
-  // dV_c = P[:, c]^T dO.
-  {
-    tile::Accumulator<D> dv;
-    wgmma_rs_tile<T, D, Layout>(dv, p_keys, dout_addr);
+  };
+  auto write_dv = [&](tile::Accumulator<D>& dv) BLOCKATTN_INLINE {
     in.release(kTensorDout, lane);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
     write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
-  }
-  // dK_c = scale dS[:, c]^T Q.
-  {
-    tile::Accumulator<D> dk;
-    wgmma_rs_tile<T, D, Layout>(dk, ds_keys, q_addr);
+  };
+  auto write_dk = [&](tile::Accumulator<D>& dk) BLOCKATTN_INLINE {
     in.release(kTensorQ, lane);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
     __syncwarp();  // every lane's dQ stores have read the staged rows dK overwrites
     write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
+  };
+  if constexpr (Cfg::kOverlapOutputs) {
+    tile::Accumulator<D> dq, dv, dk;
+    wgmma_fence();
+    issue_rs_product<T, D, Layout>(dq, ds_rows, k_addr, false);
+    wgmma_commit();
+    issue_rs_product<T, D, Layout>(dv, p_keys, dout_addr, false);
+    wgmma_commit();
+    issue_rs_product<T, D, Layout>(dk, ds_keys, q_addr, false);
+    wgmma_commit();
+    wgmma_wait<2>();
+    fence_rs_product(dq, ds_rows);
+    write_dq(dq);
+    wgmma_wait<1>();
+    fence_rs_product(dv, p_keys);
+    write_dv(dv);
+    wgmma_wait<0>();
+    fence_rs_product(dk, ds_keys);
+    write_dk(dk);
+  } else {
+    {
+      tile::Accumulator<D> dq;
+      wgmma_rs_tile<T, D, Layout>(dq, ds_rows, k_addr);
+      write_dq(dq);
+    }
+    {
+      tile::Accumulator<D> dv;
+      wgmma_rs_tile<T, D, Layout>(dv, p_keys, dout_addr);
+      write_dv(dv);
+    }
+    {
+      tile::Accumulator<D> dk;
+      wgmma_rs_tile<T, D, Layout>(dk, ds_keys, q_addr);
+      write_dk(dk);
+    }
   }
 }
 
