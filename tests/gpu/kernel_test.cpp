@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -388,6 +389,25 @@ void push_first_keys_far_below(HostTensor<T>& q, HostTensor<T>& k, const std::ve
     if (b.row_count > 0) set(k, b.row_begin, -32.0);
 }
 
+// For OffsetsKind::kUnownedEdges: the rows no sequence owns (before
+// offsets[0], from offsets[B] on) hold NaN in every head and column. The
+// rows after the last sequence lie in its last tile, past its block's end,
+// where a kernel must zero or mask what it loaded (0 * NaN is NaN), and may
+// keep a previous tile's rows it did not load (the 128-token sm90 forward's
+// row boxes): no owned row's result may see them.
+template <typename T>
+void fill_unowned_rows_with_nan(HostTensor<T>& x, const std::vector<int32_t>& offsets) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t t = 0; t < x.layout.tokens; ++t) {
+    if (t >= offsets.front() && t < offsets.back()) continue;
+    for (int h = 0; h < x.layout.heads; ++h)
+      for (int d = 0; d < x.layout.dim; ++d) {
+        x.stored[x.layout.at(t, h, d)] = from_double<T>(nan);
+        x.dense[HostTensor<T>::dense_at(x.layout, t, h, d)] = nan;
+      }
+  }
+}
+
 // Forward and backward of one configuration on the given sequence lengths, on
 // every path this GPU has, against the fp64 reference.
 template <typename T>
@@ -409,6 +429,9 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
   const Layout kl = make_layout(tokens, c.hkv, c.head_dim, c.layout);
   HostTensor<T> q(ql, rng), k(kl, rng), v(kl, rng), dout(ql, rng);
   if (c.far_first_keys) push_first_keys_far_below(q, k, blocks, rng);
+  if (c.offsets == OffsetsKind::kUnownedEdges)
+    for (HostTensor<T>* x : {&q, &k, &v, &dout})
+      fill_unowned_rows_with_nan(*x, ref.offsets);
 
   DeviceBuffer<T> dq_in(ql.elems()), dk_in(kl.elems()), dv_in(kl.elems()), ddout(ql.elems());
   dq_in.upload(q.stored);
