@@ -84,8 +84,7 @@ set(BLOCKATTN_KERNEL_TABLE
   # headline-d64 102-105 vs sm80's 65-67, headline-d128 103-105 vs 75-76;
   # on the H100 not yet measured (sm80 read 90.0 and 98.1 there). With
   # rotary at D = 64 3.10 vs sm80's 3.54 ms (headline-d64, fp32 tables);
-  # at D = 128 not yet compared (bench_blockattn times forward and backward
-  # together, and sm80 has no rotary backward there).
+  # at D = 128 sm80 is faster: 2.87 vs 3.19-3.21 ms (two calls).
   "sm90     forward    64        128         bf16,fp16  none,rotary  auto"
   "sm90     forward    128       128         bf16,fp16  none         auto"
   "sm90     forward    128       128         bf16,fp16  rotary       manual"
