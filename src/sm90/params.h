@@ -34,9 +34,8 @@ constexpr int tile_chunk_cols(Operation op, int head_dim) {
 // 93.1% -> 97.5% of copy; tail-d128 97.6% -> 86.5%, so D = 64 only until
 // the producer passed over the table's empty entries instead of handing each
 // a ring slot (session 37): tail-d128 then 96 -> 96.7 on the H100 and
-// 83 -> 90.5 on the H200. 64-token blocks only: a 128-token tile is shared
-// by two consumers (ForwardConfig::kRowHalves), which the packed tiles'
-// per-row segments were never measured with.
+// 83 -> 90.5 on the H200. 64-token blocks only: the schedule packs tiles of
+// at most 64 rows (schedule::kMaxPackedBlockSize, a mask bit per row).
 constexpr bool forward_packs_short_sequences(int head_dim, int block_size) {
   return block_size == 64 && (head_dim == 64 || head_dim == 128);
 }

@@ -144,8 +144,8 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
 
   // Each output through its epilogue, staged in the warp's rows of a dead
   // tile: dQ_c = scale dS_c K and dK_c = scale dS[:, c]^T Q in P's, dV_c =
-  // P[:, c]^T dO in dS's. Each product's last reader of a tensor hands the
-  // tensor back first.
+  // P[:, c]^T dO in dS's. Each first hands back the tensor that its product
+  // was the last to read.
   auto write_dq = [&](tile::Accumulator<D>& dq) BLOCKATTN_INLINE {
     in.release(kTensorK, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane);

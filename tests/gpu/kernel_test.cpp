@@ -392,9 +392,8 @@ void push_first_keys_far_below(HostTensor<T>& q, HostTensor<T>& k, const std::ve
 // For OffsetsKind::kUnownedEdges: the rows no sequence owns (before
 // offsets[0], from offsets[B] on) hold NaN in every head and column. The
 // rows after the last sequence lie in its last tile, past its block's end,
-// where a kernel must zero or mask what it loaded (0 * NaN is NaN), and may
-// keep a previous tile's rows it did not load (the 128-token sm90 forward's
-// row boxes): no owned row's result may see them.
+// where a kernel must zero or mask what it loaded (0 * NaN is NaN): no owned
+// row's result may see them.
 template <typename T>
 void fill_unowned_rows_with_nan(HostTensor<T>& x, const std::vector<int32_t>& offsets) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
