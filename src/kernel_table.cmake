@@ -82,7 +82,7 @@ set(BLOCKATTN_KERNEL_TABLE
   # consumer warpgroups (the forward's ForwardConfig::kRowHalves,
   # sm90/shared_tile_backward.cuh). The forward, H200, % of copy (session 50):
   # headline-d64 102-105 vs sm80's 65-67, headline-d128 103-105 vs 75-76;
-  # on the H100 not yet measured (sm80 read 90.0 and 98.1 there). With
+  # on the H100 not yet measured (sm80 read 92.2 and 98.1 there). With
   # rotary at D = 64 3.10 vs sm80's 3.54 ms (headline-d64, fp32 tables);
   # at D = 128 sm80 is faster: 2.87 vs 3.19-3.21 ms (two calls).
   "sm90     forward    64        128         bf16,fp16  none,rotary  auto"
