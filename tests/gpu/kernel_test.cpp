@@ -39,22 +39,18 @@ using namespace blockattn::testing;
   } while (0)
 
 std::vector<int> built_head_dims();
-// Cases written for one head dim skip, saying so, in a build restricted to
-// others (BLOCKATTN_HEAD_DIMS); the parametrized suites cover what was built.
-#define REQUIRE_HEAD_DIM(d)                                                                \
-  do {                                                                                     \
-    const std::vector<int> built = built_head_dims();                                      \
-    if (std::find(built.begin(), built.end(), (d)) == built.end())                         \
-      GTEST_SKIP() << "head_dim " << (d) << " is not in this build (BLOCKATTN_HEAD_DIMS)"; \
+std::vector<int> built_block_sizes(int head_dim = 0);
+// Cases written for one head dim or block size skip, saying so, in a build
+// restricted to others (BLOCKATTN_HEAD_DIMS, BLOCKATTN_BLOCK_SIZES); the
+// parametrized suites cover what was built.
+#define REQUIRE_BUILT(built_values, value, what, option)                                 \
+  do {                                                                                   \
+    const std::vector<int> built = (built_values);                                       \
+    if (std::find(built.begin(), built.end(), (value)) == built.end())                   \
+      GTEST_SKIP() << what " " << (value) << " is not in this build (" option ")";       \
   } while (0)
-// The same for a block size (built_block_sizes(), below: the macro expands in
-// the tests that follow it).
-#define REQUIRE_BLOCK_SIZE(b)                                                                \
-  do {                                                                                       \
-    const std::vector<int> built = built_block_sizes();                                      \
-    if (std::find(built.begin(), built.end(), (b)) == built.end())                           \
-      GTEST_SKIP() << "block_size " << (b) << " is not in this build (BLOCKATTN_BLOCK_SIZES)"; \
-  } while (0)
+#define REQUIRE_HEAD_DIM(d) REQUIRE_BUILT(built_head_dims(), d, "head_dim", "BLOCKATTN_HEAD_DIMS")
+#define REQUIRE_BLOCK_SIZE(b) REQUIRE_BUILT(built_block_sizes(), b, "block_size", "BLOCKATTN_BLOCK_SIZES")
 
 enum class OffsetsKind { kValid, kUnownedEdges, kMalformed };
 
@@ -568,7 +564,7 @@ TEST_P(KernelTest, MatchesReference) {
 }
 
 // The block sizes built (for `head_dim` only, where given).
-std::vector<int> built_block_sizes(int head_dim = 0) {
+std::vector<int> built_block_sizes(int head_dim) {
   size_t n = 0;
   const KernelConfig* rows = supported_configs(&n);
   std::vector<int> sizes;
