@@ -20,6 +20,9 @@
 #                      for batches of a few blocks per sequence and
 #                      grouped-query backwards (num_q_heads !=
 #                      num_kv_heads), which the row's grouped kernel serves
+#              16-bit-tables: where the rotary tables hold bf16 or fp16
+#                      values (Rotary::table_type), which the kernel stages
+#                      by TMA; manual with fp32 tables
 #              manual: only when asked for by name (another backend measured
 #                      faster on the same problem; docs/perf.md), and built
 #                      only with -DBLOCKATTN_MANUAL_KERNELS=ON
@@ -84,10 +87,12 @@ set(BLOCKATTN_KERNEL_TABLE
   # headline-d64 102-105 vs sm80's 65-67, headline-d128 103-105 vs 75-76;
   # on the H100 not yet measured (sm80 read 92.2 and 98.1 there). With
   # rotary at D = 64 3.10 vs sm80's 3.54 ms (headline-d64, fp32 tables);
-  # at D = 128 sm80 is faster: 2.87 vs 3.19-3.21 ms (two calls).
+  # at D = 128 the table rows staged by TMA make it faster with 16-bit
+  # tables, 2.33 vs 2.90 ms, and not with fp32 ones, 3.20 vs 2.94
+  # (headline-d128, H200, session 51).
   "sm90     forward    64        128         bf16,fp16  none,rotary  auto"
   "sm90     forward    128       128         bf16,fp16  none         auto"
-  "sm90     forward    128       128         bf16,fp16  rotary       manual"
+  "sm90     forward    128       128         bf16,fp16  rotary       16-bit-tables"
   "sm90     backward   64        128         bf16,fp16  none,rotary  auto"
   "sm90     backward   128       128         bf16,fp16  none,rotary  auto"
   # Every other multiple of 32 up to 256. Past 128 the backward computes dK

@@ -67,6 +67,8 @@ bool automatic_for(const KernelConfig& row, const Problem& p, const DeviceTraits
     case AutoUse::kExceptLongMhaOnSlowMemory:
       return batch_kind(p, device) != BatchKind::kLong || grouped_backward(p) ||
              device.memory_peak_gbps >= kFastMemoryGBps;
+    case AutoUse::kSixteenBitTables:
+      return p.rotary.table_type != TableType::kFloat32;
     default:
       return false;
   }

@@ -32,8 +32,16 @@ KernelTable kernel_table();
 // When kAuto may take a row (the table's `automatic` column): always, for
 // batches of short sequences only (core/batch_kind.h), for those and for
 // every batch on a device with fast memory, for every batch but long ones of
-// ungrouped heads on a device with slower memory, or never.
-enum class AutoUse { kAlways, kShortBatches, kShortBatchesOrFastMemory, kExceptLongMhaOnSlowMemory, kNever };
+// ungrouped heads on a device with slower memory, where the rotary tables
+// hold 16-bit values (which the kernel can stage by TMA), or never.
+enum class AutoUse {
+  kAlways,
+  kShortBatches,
+  kShortBatchesOrFastMemory,
+  kExceptLongMhaOnSlowMemory,
+  kSixteenBitTables,
+  kNever
+};
 
 // What kAuto's choice reads of the device: core::DeviceTraits
 // (core/batch_kind.h).

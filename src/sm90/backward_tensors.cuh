@@ -56,12 +56,16 @@ __device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const ti
 }
 
 // A whole kernel body: the tensor ring frame over the (block, head) tiles
-// (Hq == Hkv), the loader above, and op(coords, tensors, consumer).
-template <typename Cfg, typename Ring, typename TileOp>
-__device__ __forceinline__ void run_backward_tensor_ring(const Params& p, const Ring& ring, TileOp&& op) {
+// (Hq == Hkv), the loader above, and op(coords, tensors, consumer). The
+// coordinates come with what the hooks read per tile looked up
+// (look_ahead: a rotary tile's first table row), before the wait for the
+// tile's tensors.
+template <typename Cfg, typename Ring, typename Hooks, typename TileOp>
+__device__ __forceinline__ void run_backward_tensor_ring(const Params& p, const Ring& ring, const Hooks& hooks,
+                                                         TileOp&& op) {
   const int num_tiles = p.attn.schedule.block_count() * p.attn.num_q_heads;
   run_tensor_ring<Cfg>(
-      ring, num_tiles, [&](int tile) { return tile::TileCoords::per_query_head(p.attn, tile); },
+      ring, num_tiles, [&](int tile) { return hooks.look_ahead(tile::TileCoords::per_query_head(p.attn, tile)); },
       [&](const tile::TileCoords& t, int n, unsigned char* slot, Barrier& full) {
         load_backward_tensor<typename Cfg::Layout, Cfg::kChunks>(p, t, n, slot, full);
       },

@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(ColumnSplitBackwardConfig<T, D>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const ColumnSplitBackwardSmem<T, D> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
-  run_backward_tensor_ring<Cfg>(p, sm.ring,
+  run_backward_tensor_ring<Cfg>(p, sm.ring, hooks,
                                 [&](const tile::TileCoords& t, const auto& tensors, int consumer) BLOCKATTN_INLINE {
                                   column_split_backward_tile<T, D>(p, hooks, sm, t, tensors, consumer);
                                 });

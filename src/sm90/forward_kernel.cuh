@@ -13,9 +13,10 @@
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
 // With rotary at D = 128 (forward_stages_angles) the producer also brings
-// each tile's cos and sin table rows by TMA into a slot of its consumer,
-// a tile ahead (StagedAngleSlots below), so that the prologue's rotation
-// reads its angles from shared memory instead of waiting on the L2.
+// each tile's cos and sin table rows by TMA into a slot of its consumer (of
+// its two row halves' slot group at 128-token blocks), a tile ahead
+// (StagedAngleSlots below), so that the prologue's rotation reads its
+// angles from shared memory instead of waiting on the L2.
 //
 // Head dims that are not a multiple of 64 (32, 96, 160, 224) fill whole
 // 64-column chunks (tile_chunk_cols in params.h): the TMA box reads past the
@@ -153,31 +154,32 @@ struct ForwardSmem {
   __device__ T* v(int stage, int head = 0) const { return q(stage, head) + Cfg::kHeads * Cfg::kTileBytes; }
 };
 
-// Consumer c's slot of staged rotary table rows (forward_stages_angles),
+// Slot group g's slot of staged rotary table rows (forward_stages_angles),
 // in dynamic shared memory after the ring's barriers (a launch without
-// staged angles leaves the region out: ForwardLaunchConfig). The producer
-// fills c's slot for c's next tile once c has rotated its current one
-// (`empty`: 128 arrivals, one per consumer thread after its last read), so
-// the copy runs under c's products of the current tile. One table's rows:
+// staged angles leaves the region out: ForwardLaunchConfig): a consumer's
+// own at 64-token blocks, the two row halves' together at 128. The producer
+// fills g's slot for g's next tile once g has rotated its current one
+// (`empty`: one arrival per thread of the group after its last read), so
+// the copy runs under g's products of the current tile. One table's rows:
 // kRows x r/2 16-bit values, r <= D.
 template <typename Cfg>
 struct StagedAngleSlots {
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kHeadDim / 2) * 2;
   static constexpr int kSlotBytes = 2 * kTableBytes;  // cos rows, then sin rows
+  static constexpr int kSlots = Cfg::kSlotGroups;
+  static constexpr int kReaders = 128 * Cfg::kConsumersPerSlot;  // the group's threads
   static constexpr int kOffset = (Cfg::kRingBytes + 127) / 128 * 128;
   static constexpr int kExtraSmemBytes =
-      kOffset + Cfg::kConsumers * (kSlotBytes + 2 * 8) - Cfg::kRingBytes;  // beside Cfg::kSmemBytes
-  unsigned char* slots;                                                    // [consumers][kSlotBytes]
-  Barrier* full;   // [consumers] producer -> consumer: the rows have landed
-  Barrier* empty;  // [consumers] consumer -> producer: the slot may be refilled
+      kOffset + kSlots * (kSlotBytes + 2 * 8) - Cfg::kRingBytes;  // beside Cfg::kSmemBytes
+  unsigned char* slots;                                           // [slot groups][kSlotBytes]
+  Barrier* full;   // [slot groups] producer -> group: the rows have landed
+  Barrier* empty;  // [slot groups] group -> producer: the slot may be refilled
 
   __device__ explicit StagedAngleSlots(unsigned char* ring)
-      : slots(ring + kOffset),
-        full(reinterpret_cast<Barrier*>(slots + Cfg::kConsumers * kSlotBytes)),
-        empty(full + Cfg::kConsumers) {}
-  __device__ unsigned char* cos(int consumer) const { return slots + consumer * kSlotBytes; }
-  __device__ unsigned char* sin(int consumer) const { return cos(consumer) + kTableBytes; }
+      : slots(ring + kOffset), full(reinterpret_cast<Barrier*>(slots + kSlots * kSlotBytes)), empty(full + kSlots) {}
+  __device__ unsigned char* cos(int group) const { return slots + group * kSlotBytes; }
+  __device__ unsigned char* sin(int group) const { return cos(group) + kTableBytes; }
 };
 // In place of StagedAngleSlots where a kernel stages none.
 struct NoStagedAngles {
@@ -239,12 +241,12 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   if constexpr (std::is_same_v<Angles, NoStagedAngles>) {
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   } else if (p.staged_angles) {
-    static_assert(Cfg::kRowHalves == 1, "an angle slot per consumer, each on tiles of its own (forward_stages_angles)");
-    angles.full[consumer].wait(angle_phase);
+    const int group = consumer / Cfg::kConsumersPerSlot;  // its slot group's angle slot
+    angles.full[group].wait(angle_phase);
     angle_phase ^= 1;
-    hooks.template prologue<Layout, Cfg::kRows, D, 128>(
-        t, tid, ops.q, ops.k, ops.v, tile::StagedAngles{angles.cos(consumer), angles.sin(consumer), t.first_position});
-    angles.empty[consumer].arrive();  // this thread's reads of the slot are done
+    hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(
+        t, tile_tid, ops.q, ops.k, ops.v, tile::StagedAngles{angles.cos(group), angles.sin(group), t.first_position});
+    angles.empty[group].arrive();  // this thread's reads of the slot are done
   } else {
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   }
@@ -338,18 +340,18 @@ __device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSm
   }
 }
 
-// The producer's copy of tile t's table rows into consumer c's slot, once c
-// has rotated its previous tile: kRows rows of each table from the block's
-// first position (rows past the table read as zeros; the prologue treats
-// those positions as the identity without reading them).
+// The producer's copy of tile t's table rows into slot group g's slot, once
+// g has rotated its previous tile: kRows rows of each table from the
+// block's first position (rows past the table read as zeros; the prologue
+// treats those positions as the identity without reading them).
 template <typename Slots>
-__device__ __forceinline__ void load_angles(const Params& p, const Slots& angles, const tile::TileCoords& t, int c,
+__device__ __forceinline__ void load_angles(const Params& p, const Slots& angles, const tile::TileCoords& t, int g,
                                             uint32_t& loads) {
-  const RingSlot<1> slot{0, (loads >> c) & 1u};
-  loads ^= 1u << c;
-  angles.empty[c].wait(slot.empty_parity());
+  const RingSlot<1> slot{0, (loads >> g) & 1u};
+  loads ^= 1u << g;
+  angles.empty[g].wait(slot.empty_parity());
   load_table_rows<Slots::kTableRows>(&p.cos_map, &p.sin_map, static_cast<int32_t>(t.first_position), p.attn.rotary.half,
-                                     angles.cos(c), angles.sin(c), angles.full[c]);
+                                     angles.cos(g), angles.sin(g), angles.full[g]);
 }
 
 template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
@@ -369,25 +371,26 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
   using Angles = std::conditional_t<kStagedAngles, StagedAngleSlots<Cfg>, NoStagedAngles>;
   const Angles angles(sm.tiles);
   if constexpr (kStagedAngles) {
-    static_assert(H == 1 && Cfg::kStages % C == 0, "consumer c takes the fixed stages c, c + C, ...");
+    static_assert(H == 1 && Cfg::kStages % Cfg::kSlotGroups == 0, "slot group g takes the fixed stages g, g + G, ...");
     static_assert(ForwardLaunchConfig<Cfg, true>::kSmemBytes + 512 <= 227 * 1024,
                   "the angle slots do not fit beside the ring and the published tiles");
     // Only where the launch has the slots' region (launch_smem_bytes); made
     // visible to TMA by run_frame's fence and __syncthreads.
     if (threadIdx.x == 0 && p.staged_angles) {
-      for (int c = 0; c < C; ++c) {
-        angles.full[c].init(1);
-        angles.empty[c].init(128);
+      for (int g = 0; g < Angles::kSlots; ++g) {
+        angles.full[g].init(1);
+        angles.empty[g].init(Angles::kReaders);
       }
     }
   }
-  uint32_t angle_loads = 0;  // the producer's: bit c is the parity of consumer c's slot fills
-  uint32_t angle_phase = 0;  // a consumer thread's: the parity of its slot's next fill
+  uint32_t angle_loads = 0;  // the producer's: bit g is the parity of slot group g's fills
+  uint32_t angle_phase = 0;  // a consumer thread's: the parity of its group's slot's next fill
 
   // The consumers take the producer's coordinates as published: with the
   // hooks' look_ahead on them (what the backward does), the rotary forward
   // gained nothing and lost 2-4% at sweep-d64-L256-f0.5 (docs/perf.md, "The
-  // table row looked up ahead"). Where the angles are staged the producer
+  // table row looked up ahead"); nor did the 128-token forward's with fp32
+  // tables gain (session 51). Where the angles are staged the producer
   // needs the block's first table row for their copy, and publishes it.
   run_frame<Cfg>(
       sm.full, sm.empty, num_tiles, p.attn.schedule.claims,
@@ -410,7 +413,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
           load_head_pairs(p, sm, t, stage, full);
         }
         if constexpr (kStagedAngles) {
-          if (p.staged_angles) load_angles(p, angles, t, stage % C, angle_loads);
+          if (p.staged_angles) load_angles(p, angles, t, stage % Cfg::kSlotGroups, angle_loads);
         }
       },
       [&](const tile::TileCoords& t, int stage, int consumer)

@@ -56,11 +56,10 @@ constexpr int forward_heads_per_slot(int head_dim, int block_size, core::Fusion 
 // 16-bit tables allow it (the host's choice, Params::staged_angles): at
 // D = 128 on long batches, where two 16 KB slots fit beside the four 48 KB
 // stages and the table's loads after the stage wait were what the rotary
-// forward cost (docs/perf.md, "Session 43"). 64-token blocks only: a slot
-// per consumer assumes that each consumer takes tiles of its own, which the
-// two row halves of a 128-token tile do not.
+// forward cost (docs/perf.md, "Session 43"). At 128-token blocks one slot
+// for the two row halves of a tile, beside the two 96 KB stages.
 constexpr bool forward_stages_angles(int head_dim, int block_size, core::Fusion fusion, bool packed_tiles) {
-  return fusion == core::Fusion::kRotary && head_dim == 128 && block_size == 64 && !packed_tiles;
+  return fusion == core::Fusion::kRotary && head_dim == 128 && !packed_tiles;
 }
 
 // Whether the per-tile backward has a kernel whose producer stages each

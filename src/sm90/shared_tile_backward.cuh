@@ -134,7 +134,14 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
   stage_rows_by_matrices<ProbLayout, T>(s, one, tile::smem_u32(sm.probs), row0, lane);
   stage_rows_by_matrices<ProbLayout, T>(ds, one, tile::smem_u32(sm.dscores), row0, lane);
+  // dQ_c = dS_c K needs this warpgroup's own dS rows alone, in registers:
+  // issued before the barrier, it runs under the wait for the other
+  // consumer's rows and the transposed reads that follow.
   tile::OperandA<kRows> ds_rows = tile::to_operand<T>(ds);
+  tile::Accumulator<D> dq;
+  wgmma_fence();
+  issue_rs_product<T, D, Layout>(dq, ds_rows, k_addr, false);
+  wgmma_commit();
   named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);  // P and dS of all 128 rows are in place
   tile::OperandA<kRows> p_keys = transposed_rows<T, kRows, kRows>(sm.probs, row0, lane);
   tile::OperandA<kRows> ds_keys = transposed_rows<T, kRows, kRows>(sm.dscores, row0, lane);
@@ -152,24 +159,22 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid, lane);
   };
-  auto write_dv = [&](tile::Accumulator<D>& dv) BLOCKATTN_INLINE {
+  auto write_dv = [&](tile::Accumulator<D>& dv, const auto& angles) BLOCKATTN_INLINE {
     in.release(kTensorDout, lane);
-    hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane);
+    hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane, angles);
     write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
   };
-  auto write_dk = [&](tile::Accumulator<D>& dk) BLOCKATTN_INLINE {
+  auto write_dk = [&](tile::Accumulator<D>& dk, const auto& angles) BLOCKATTN_INLINE {
     in.release(kTensorQ, lane);
-    hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane);
+    hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane, angles);
     __syncwarp();  // every lane's dQ stores have read the staged rows dK overwrites
     write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
   };
   if constexpr (Cfg::kOverlapOutputs) {
-    tile::Accumulator<D> dq, dv, dk;
+    tile::Accumulator<D> dv, dk;
     wgmma_fence();
-    issue_rs_product<T, D, Layout>(dq, ds_rows, k_addr, false);
-    wgmma_commit();
     issue_rs_product<T, D, Layout>(dv, p_keys, dout_addr, false);
     wgmma_commit();
     issue_rs_product<T, D, Layout>(dk, ds_keys, q_addr, false);
@@ -177,27 +182,32 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     wgmma_wait<2>();
     fence_rs_product(dq, ds_rows);
     write_dq(dq);
+    // dV's and dK's epilogue table values (rotary), loaded once for the
+    // warp's key rows while their products run (tile/rotary.cuh,
+    // row_angles), once dQ's registers are free: beside them they spilled.
+    const auto angles = hooks.template row_angles<D>(t, row0, lane);
     wgmma_wait<1>();
     fence_rs_product(dv, p_keys);
-    write_dv(dv);
+    write_dv(dv, angles);
     wgmma_wait<0>();
     fence_rs_product(dk, ds_keys);
-    write_dk(dk);
+    write_dk(dk, angles);
   } else {
-    {
-      tile::Accumulator<D> dq;
-      wgmma_rs_tile<T, D, Layout>(dq, ds_rows, k_addr);
-      write_dq(dq);
-    }
-    {
-      tile::Accumulator<D> dv;
-      wgmma_rs_tile<T, D, Layout>(dv, p_keys, dout_addr);
-      write_dv(dv);
-    }
+    wgmma_wait<0>();
+    fence_rs_product(dq, ds_rows);
+    write_dq(dq);
+    tile::Accumulator<D> dv;
+    wgmma_fence();
+    issue_rs_product<T, D, Layout>(dv, p_keys, dout_addr, false);
+    wgmma_commit();
+    const auto angles = hooks.template row_angles<D>(t, row0, lane);  // as above, under dV's product
+    wgmma_wait<0>();
+    fence_rs_product(dv, p_keys);
+    write_dv(dv, angles);
     {
       tile::Accumulator<D> dk;
       wgmma_rs_tile<T, D, Layout>(dk, ds_keys, q_addr);
-      write_dk(dk);
+      write_dk(dk, angles);
     }
   }
 }
@@ -210,7 +220,7 @@ __global__ void __launch_bounds__(SharedTileBackwardConfig<T, D>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const SharedTileBackwardSmem<T, D> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
-  run_backward_tensor_ring<Cfg>(p, sm.ring,
+  run_backward_tensor_ring<Cfg>(p, sm.ring, hooks,
                                 [&](const tile::TileCoords& t, const auto& tensors, int consumer) BLOCKATTN_INLINE {
                                   shared_backward_tile<T, D>(p, hooks, sm, t, tensors, consumer);
                                 });

@@ -159,5 +159,29 @@ TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
   EXPECT_TRUE(core::automatic_for(*row, p, kH200));
 }
 
+// The sm90 rotary forward at D = 128, 128-token blocks is `16-bit-tables`:
+// kAuto's where the tables are bf16 or fp16 (staged by TMA), for every
+// batch and device, and not with fp32 tables.
+TEST(BatchKind, SixteenBitTableRowsAreAutomaticForThoseTablesOnly) {
+  core::Problem p = batch(1652832, 1152, 128);  // headline-d128
+  p.operation = Operation::kForward;
+  p.shape.dtype = DType::kBF16;
+  p.shape.head_dim = 128;
+  p.rotary.rotary_dim = 128;
+  const KernelConfig* row = core::find_kernel(Backend::kHopper, p);
+  if (row == nullptr)
+    GTEST_SKIP() << "this build has no sm90 bf16 rotary forward at head_dim 128, block_size 128 "
+                    "(BLOCKATTN_HEAD_DIMS, BLOCKATTN_BLOCK_SIZES)";
+  EXPECT_TRUE(row->automatic);
+  for (TableType type : {TableType::kBF16, TableType::kFP16}) {
+    p.rotary.table_type = type;
+    EXPECT_TRUE(core::automatic_for(*row, p, kH100));
+    EXPECT_TRUE(core::automatic_for(*row, p, kH200));
+  }
+  p.rotary.table_type = TableType::kFloat32;
+  EXPECT_FALSE(core::automatic_for(*row, p, kH100));
+  EXPECT_FALSE(core::automatic_for(*row, p, kH200));
+}
+
 }  // namespace
 }  // namespace blockattn
