@@ -10,7 +10,10 @@
 //                                (A = the key half of P^T / dS^T, read
 //                                transposed from both consumers' rows).
 // Within a consumer, warp w owns rows 64c + 16w .. + 16 of both kinds, so
-// every row of the P and dS tiles is written, staged and stored by one warp.
+// every row of the P and dS tiles is written, staged and stored by one warp,
+// and one read of a rotary tile's angles serves its dV and dK epilogues.
+// dQ_c, whose A operand is the consumer's own dS rows, is issued before the
+// consumers meet over P and dS; dV and dK after the transposed reads.
 //
 // Tensors arrive one per ring slot in release order: V (free once S and dP
 // are done), K (after dQ), dO (after dV), Q (after dK). The outputs leave
