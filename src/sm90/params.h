@@ -59,7 +59,7 @@ constexpr int forward_heads_per_slot(int head_dim, int block_size, core::Fusion 
 // forward cost (docs/perf.md, "Session 43"). At 128-token blocks one slot
 // for the two row halves of a tile, beside the two 96 KB stages.
 constexpr bool forward_stages_angles(int head_dim, int block_size, core::Fusion fusion, bool packed_tiles) {
-  return fusion == core::Fusion::kRotary && head_dim == 128 && !packed_tiles;
+  return fusion == core::Fusion::kRotary && head_dim == 128 && (block_size == 64 || block_size == 128) && !packed_tiles;
 }
 
 // Whether the per-tile backward has a kernel whose producer stages each
