@@ -88,8 +88,8 @@ set(BLOCKATTN_KERNEL_TABLE
   # on the H100 not yet measured (sm80 read 92.2 and 98.1 there). With
   # rotary at D = 64 3.10 vs sm80's 3.54 ms (headline-d64, fp32 tables);
   # at D = 128 the table rows staged by TMA make it faster with 16-bit
-  # tables, 2.33 vs 2.90 ms, and not with fp32 ones, 3.20 vs 2.94
-  # (headline-d128, H200, session 51).
+  # tables, 2.60-2.66 vs 2.99-3.04 ms, and not with fp32 ones, 3.24 vs
+  # 3.00-3.02 (headline-d128, H200, one run; docs/perf.md "Session 51").
   "sm90     forward    64        128         bf16,fp16  none,rotary  auto"
   "sm90     forward    128       128         bf16,fp16  none         auto"
   "sm90     forward    128       128         bf16,fp16  rotary       16-bit-tables"
