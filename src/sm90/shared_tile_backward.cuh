@@ -11,7 +11,8 @@
 //                                transposed from both consumers' rows).
 // Within a consumer, warp w owns rows 64c + 16w .. + 16 of both kinds, so
 // every row of the P and dS tiles is written, staged and stored by one warp,
-// and one read of a rotary tile's angles serves its dV and dK epilogues.
+// and one read of a rotary tile's angles serves its epilogues (all three at
+// D = 64, dV's and dK's at 128).
 // dQ_c, whose A operand is the consumer's own dS rows, is issued before the
 // consumers meet over P and dS; dV and dK after the transposed reads.
 //
@@ -156,9 +157,9 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // tile: dQ_c = scale dS_c K and dK_c = scale dS[:, c]^T Q in P's, dV_c =
   // P[:, c]^T dO in dS's. Each first hands back the tensor that its product
   // was the last to read.
-  auto write_dq = [&](tile::Accumulator<D>& dq) BLOCKATTN_INLINE {
+  auto write_dq = [&](tile::Accumulator<D>& dq, const auto& angles) BLOCKATTN_INLINE {
     in.release(kTensorK, lane);
-    hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane);
+    hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane, angles);
     write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
         dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid, lane);
   };
@@ -184,12 +185,13 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     wgmma_commit();
     wgmma_wait<2>();
     fence_rs_product(dq, ds_rows);
-    write_dq(dq);
-    // dV's and dK's epilogue table values (rotary), loaded once for the
-    // warp's key rows while their products run (tile/rotary.cuh,
-    // row_angles), once dQ's registers are free: beside them they spilled.
+    // The three epilogues' table values (rotary), loaded once for the
+    // warp's rows while dV's and dK's products run (tile/rotary.cuh,
+    // row_angles), once dS's registers are free: beside them they spilled.
+    // dQ leaves once dV's product is done, its table values landed.
     const auto angles = hooks.template row_angles<D>(t, row0, lane);
     wgmma_wait<1>();
+    write_dq(dq, angles);
     fence_rs_product(dv, p_keys);
     write_dv(dv, angles);
     wgmma_wait<0>();
@@ -198,7 +200,7 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   } else {
     wgmma_wait<0>();
     fence_rs_product(dq, ds_rows);
-    write_dq(dq);
+    write_dq(dq, tile::NoRowAngles{});
     tile::Accumulator<D> dv;
     wgmma_fence();
     issue_rs_product<T, D, Layout>(dv, p_keys, dout_addr, false);
