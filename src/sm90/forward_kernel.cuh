@@ -371,7 +371,9 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
   using Angles = std::conditional_t<kStagedAngles, StagedAngleSlots<Cfg>, NoStagedAngles>;
   const Angles angles(sm.tiles);
   if constexpr (kStagedAngles) {
-    static_assert(H == 1 && Cfg::kStages % Cfg::kSlotGroups == 0, "slot group g takes the fixed stages g, g + G, ...");
+    // Slot group g takes the fixed stages g, g + G, ... (ForwardConfig
+    // asserts whole stages per group), so stage % G names its angle slot.
+    static_assert(H == 1, "one query head a slot");
     static_assert(ForwardLaunchConfig<Cfg, true>::kSmemBytes + 512 <= 227 * 1024,
                   "the angle slots do not fit beside the ring and the published tiles");
     // Only where the launch has the slots' region (launch_smem_bytes); made
