@@ -21,6 +21,29 @@ size_t workspace_capacity(int64_t num_seqs, int64_t total_tokens) {
                                              core::smallest_block_size());
 }
 
+// The short blocks of a split schedule (schedule/block_schedule.h, "Short
+// blocks"): the same call at their block size, a batch of short sequences,
+// on the backend the call named where that one can run it, else on kAuto's
+// choice, reading the short table its kernel wants.
+Status launch_short_blocks(const core::Problem& p, void* workspace, size_t capacity, cudaStream_t stream) {
+  core::Problem short_part = p;
+  short_part.shape.block_size = schedule::kShortBlockRows;
+  short_part.short_blocks = true;
+  const core::KernelBackend* backend = nullptr;
+  if (!api::choose_backend(short_part, &backend).ok()) {
+    short_part.backend = Backend::kAuto;
+    BLOCKATTN_RETURN_IF_ERROR(api::choose_backend(short_part, &backend));
+  }
+  const schedule::ScheduleTable table = backend->reads_packed_tiles(short_part) ? schedule::ScheduleTable::kShortTiles
+                                                                                : schedule::ScheduleTable::kShortBlocks;
+  const Shape& s = p.shape;
+  return backend->launch(short_part,
+                         schedule::WorkspaceLayout::schedule(workspace, capacity, static_cast<int32_t>(s.num_seqs),
+                                                             static_cast<int32_t>(s.total_tokens), s.block_size,
+                                                             /*split=*/true, table),
+                         stream);
+}
+
 Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   BLOCKATTN_RETURN_IF_ERROR(api::validate_problem(p));
   BLOCKATTN_RETURN_IF_ERROR(api::validate_workspace(p, workspace, workspace_bytes));
@@ -35,16 +58,20 @@ Status run(const core::Problem& p, void* workspace, size_t workspace_bytes, cuda
   const Shape& s = p.shape;
   const auto num_seqs = static_cast<int32_t>(s.num_seqs), tokens = static_cast<int32_t>(s.total_tokens);
   const size_t capacity = workspace_capacity(s.num_seqs, s.total_tokens);
+  const bool split = core::splits_short_blocks(p);
   if (!p.reuse_schedule)
     BLOCKATTN_RETURN_IF_ERROR(
-        core::cuda_status(schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, workspace, capacity,
-                                                         stream, core::schedule_overlaps_prior_kernels()),
+        core::cuda_status(schedule::build_block_schedule(p.offsets, num_seqs, tokens, s.block_size, split, workspace,
+                                                         capacity, stream, core::schedule_overlaps_prior_kernels()),
                           "launching the block-schedule kernel"));
   // The tiles with short sequences packed (one tile's fixed cost for several
   // of them) or the blocks as they are: the backend's kernel decides.
-  const bool packed = backend->reads_packed_tiles(p);
-  return backend->launch(
-      p, schedule::WorkspaceLayout::schedule(workspace, capacity, num_seqs, tokens, s.block_size, packed), stream);
+  const schedule::ScheduleTable table =
+      backend->reads_packed_tiles(p) ? schedule::ScheduleTable::kTiles : schedule::ScheduleTable::kBlocks;
+  BLOCKATTN_RETURN_IF_ERROR(backend->launch(
+      p, schedule::WorkspaceLayout::schedule(workspace, capacity, num_seqs, tokens, s.block_size, split, table),
+      stream));
+  return split ? launch_short_blocks(p, workspace, capacity, stream) : Status::Ok();
 }
 
 Status chosen_backend(const core::Problem& p, Backend* chosen) {

@@ -81,6 +81,7 @@ inline bool grouped_backward(const core::Problem& p) {
 }
 
 inline BatchKind batch_kind(const core::Problem& p, const core::DeviceTraits& device = {}) {
+  if (p.short_blocks) return BatchKind::kShort;
   const int64_t block_tokens = static_cast<int64_t>(p.shape.num_seqs) * p.shape.block_size;
   if (p.shape.total_tokens < block_tokens) return BatchKind::kShort;
   const bool rotary = p.fusion() == core::Fusion::kRotary;

@@ -1,10 +1,12 @@
 #include "core/kernel_table.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <set>
 
 #include "core/batch_kind.h"
+#include "schedule/block_schedule.h"
 
 namespace blockattn::core {
 namespace {
@@ -47,6 +49,15 @@ std::string joined_values(Field field) {
 
 KernelTable kernel_table() { return {kRows, std::size(kRows)}; }
 
+bool rotary_rows_stageable(const Rotary& r) {
+  const int half = r.rotary_dim / 2;
+  auto aligned = [](const void* table, int64_t row_stride) {
+    return reinterpret_cast<uintptr_t>(table) % 16 == 0 && row_stride > 0 && (row_stride * 2) % 16 == 0;
+  };
+  return r.table_type != TableType::kFloat32 && half > 0 && half % 8 == 0 && aligned(r.cos, r.cos_row_stride) &&
+         aligned(r.sin, r.sin_row_stride) && r.num_positions > 0 && r.num_positions <= INT32_MAX;
+}
+
 const KernelConfig* find_kernel(Backend backend, const Problem& p) {
   for (const KernelConfig& c : kRows)
     if (c.backend == backend && c.operation == p.operation && c.dtype == p.shape.dtype &&
@@ -68,7 +79,7 @@ bool automatic_for(const KernelConfig& row, const Problem& p, const DeviceTraits
       return batch_kind(p, device) != BatchKind::kLong || grouped_backward(p) ||
              device.memory_peak_gbps >= kFastMemoryGBps;
     case AutoUse::kSixteenBitTables:
-      return p.rotary.table_type != TableType::kFloat32;
+      return rotary_rows_stageable(p.rotary);
     default:
       return false;
   }
@@ -101,6 +112,17 @@ std::string built_head_dims() {
 }
 std::string built_block_sizes() {
   return joined_values([](const KernelConfig& c) { return c.block_size; });
+}
+
+bool splits_short_blocks(const Problem& p) {
+  if (p.shape.block_size <= schedule::kShortBlockRows) return false;
+  for (const Operation op : {Operation::kForward, Operation::kBackward})
+    if (std::none_of(std::begin(kRows), std::end(kRows), [&](const KernelConfig& c) {
+          return c.operation == op && c.dtype == p.shape.dtype && c.head_dim == p.shape.head_dim &&
+                 c.block_size == schedule::kShortBlockRows && c.rotary == (p.fusion() == Fusion::kRotary);
+        }))
+      return false;
+  return true;
 }
 
 int smallest_block_size() {

@@ -32,8 +32,8 @@ KernelTable kernel_table();
 // When kAuto may take a row (the table's `automatic` column): always, for
 // batches of short sequences only (core/batch_kind.h), for those and for
 // every batch on a device with fast memory, for every batch but long ones of
-// ungrouped heads on a device with slower memory, where the rotary tables
-// hold 16-bit values (which the kernel can stage by TMA), or never.
+// ungrouped heads on a device with slower memory, where the rotary tables'
+// rows can be staged by TMA (16-bit values, rotary_rows_stageable), or never.
 enum class AutoUse {
   kAlways,
   kShortBatches,
@@ -45,6 +45,15 @@ enum class AutoUse {
 
 // What kAuto's choice reads of the device: core::DeviceTraits
 // (core/batch_kind.h).
+
+// Whether the rotary tables' rows can be staged by TMA copies, as the sm_90
+// kernels that stage their angles do (sm90/backend.cpp,
+// encode_staged_angle_maps, which asks this first): 16-bit values, rows of
+// whole 16-byte units (rotary_dim / 2 a multiple of 8), 16-byte aligned
+// bases and row strides, and positions that a 32-bit TMA coordinate
+// reaches. The `16-bit-tables` rule reads it: where the rows cannot be
+// staged, that kernel reads them itself and is the slower one.
+bool rotary_rows_stageable(const Rotary& r);
 
 // The backend's row for the problem's combination (operation, dtype, head
 // dim, block size, fusion), or null.
@@ -71,5 +80,13 @@ std::string built_block_sizes();
 
 // The smallest built block size: it bounds the schedule's block count.
 int smallest_block_size();
+
+// Whether the problem's schedule splits off its blocks of at most
+// schedule::kShortBlockRows rows for that block size's kernels
+// (schedule/block_schedule.h, "Short blocks"): for larger blocks, where the
+// build has kernels of that size for both operations with the problem's
+// dtype, head dim and fusion, so that a forward and a backward that reuses
+// its schedule always agree.
+bool splits_short_blocks(const Problem& p);
 
 }  // namespace blockattn::core

@@ -26,6 +26,11 @@ struct Problem {
   Backend backend = Backend::kAuto;
   bool reuse_schedule = false;
   Rotary rotary;
+  // The short blocks of a call with larger blocks, run at their own block
+  // size (shape.block_size) from the split schedule's short tables
+  // (schedule/block_schedule.h, "Short blocks"; api/blockattn.cpp): a batch
+  // of short sequences to every kernel choice (core/batch_kind.h).
+  bool short_blocks = false;
 
   Fusion fusion() const { return rotary.enabled() ? Fusion::kRotary : Fusion::kNone; }
   const TensorView& tensor(TensorId id) const { return tensors[static_cast<int>(id)]; }

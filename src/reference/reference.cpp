@@ -93,6 +93,58 @@ std::vector<schedule::BlockDesc> tile_schedule(const std::vector<int32_t>& offse
   return tiles;
 }
 
+std::vector<schedule::BlockDesc> split_block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
+                                                      int32_t block_size, std::vector<schedule::BlockSeq>* seqs) {
+  std::vector<schedule::BlockSeq> all_seqs;
+  const auto all = block_schedule(offsets, total_tokens, block_size, &all_seqs);
+  std::vector<schedule::BlockDesc> blocks;
+  if (seqs != nullptr) seqs->clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].row_count <= schedule::kShortBlockRows) continue;  // the short tables'
+    blocks.push_back(all[i]);
+    if (seqs != nullptr) seqs->push_back(all_seqs[i]);
+  }
+  return blocks;
+}
+
+std::vector<schedule::BlockDesc> short_block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
+                                                      int32_t block_size, bool packed,
+                                                      std::vector<schedule::BlockSeq>* seqs) {
+  std::vector<schedule::BlockDesc> entries;
+  std::vector<schedule::BlockSeq> entry_seqs;
+  std::vector<int32_t> lengths;
+  if (offsets.size() >= 2) {
+    int32_t begin = schedule::clamp_offset(offsets[0], total_tokens);
+    for (size_t b = 0; b + 1 < offsets.size(); ++b) {
+      const int32_t end = std::max(begin, schedule::clamp_offset(offsets[b + 1], total_tokens));
+      const int32_t length = end - begin, rows = schedule::short_tail_rows(length, block_size);
+      entries.push_back({end - rows, rows});
+      entry_seqs.push_back({static_cast<int32_t>(b), length - rows});
+      lengths.push_back(length);
+      begin = end;
+    }
+  }
+  // Packing: an open tile takes the next sequences of its group while they
+  // are short enough and fit; any other sequence closes it.
+  size_t open = 0;
+  int32_t fill = -1;  // -1: no open tile
+  for (size_t s = 0; packed && s < entries.size(); ++s) {
+    const bool packable = schedule::is_packable(lengths[s], schedule::kShortBlockRows);
+    if (s % schedule::kPackGroup == 0) fill = -1;
+    if (packable && fill >= 0 && fill + lengths[s] <= schedule::kShortBlockRows) {
+      entries[open].segment_starts |= uint64_t{1} << fill;
+      fill += lengths[s];
+      entries[open].row_count = fill;
+      entries[s].row_count = 0;
+    } else {
+      open = s;
+      fill = packable ? lengths[s] : -1;
+    }
+  }
+  if (seqs != nullptr) *seqs = std::move(entry_seqs);
+  return entries;
+}
+
 std::vector<int64_t> token_positions(const Problem& p, const RotaryTables& r) {
   std::vector<int64_t> pos(static_cast<size_t>(p.total_tokens), -1);
   std::vector<schedule::BlockSeq> seqs;

@@ -36,6 +36,21 @@ std::vector<schedule::BlockDesc> tile_schedule(const std::vector<int32_t>& offse
                                                int32_t block_size = kDefaultBlockSize,
                                                std::vector<schedule::BlockSeq>* seqs = nullptr);
 
+// The host model of a split schedule (schedule/block_schedule.h, "Short
+// blocks"; block sizes over schedule::kShortBlockRows): its blocks table,
+// block_schedule's blocks of more than kShortBlockRows rows; and its short
+// tables, entry s sequence s's block of at most kShortBlockRows rows or an
+// empty entry, with `packed` runs of whole short sequences packed greedily
+// into kShortBlockRows-row tiles within each aligned group of
+// schedule::kPackGroup sequences (a tile in its first sequence's entry, the
+// others' empty).
+std::vector<schedule::BlockDesc> split_block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
+                                                      int32_t block_size,
+                                                      std::vector<schedule::BlockSeq>* seqs = nullptr);
+std::vector<schedule::BlockDesc> short_block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
+                                                      int32_t block_size, bool packed,
+                                                      std::vector<schedule::BlockSeq>* seqs = nullptr);
+
 // Rotary embeddings in fp64 (blockattn::Rotary's semantics), applied to whole
 // [T, H, D] tensors: the kernels' fused rotation is checked as
 // rotate -> attention -> inverse rotation of the gradients.
@@ -44,7 +59,7 @@ struct RotaryTables {
   bool half_split = true;
   bool in_sequence = true;
   int64_t num_positions = 0;
-  std::vector<double> cos, sin;   // [num_positions, rotary_dim / 2]
+  std::vector<double> cos, sin;    // [num_positions, rotary_dim / 2]
   std::vector<int32_t> seq_start;  // [B], or empty (all 0); in_sequence only
 };
 

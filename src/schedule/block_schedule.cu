@@ -9,8 +9,9 @@
 //      block count so far): sanitize the offsets (running max, clamped) and
 //      scan the per-sequence block counts into the SequenceTables;
 //   2. per group of kPackGroup sequences (a CTA each, over the whole GPU):
-//      write the group's entries of both tables, deciding on the way which
-//      of its short sequences share a tile; and the header.
+//      write the group's entries of both tables (and of the short ones, for
+//      a split schedule), deciding on the way which of its short sequences
+//      share a tile; and the header.
 // Writing every entry from one SM is what made the earlier single-CTA
 // schedule cost tens of microseconds at the headline batches; scanning every
 // sequence on one SM cost 18 us at 20 000 sequences.
@@ -20,7 +21,10 @@
 // sequences while they fit in block_size rows. The tiles table keeps the
 // blocks table's indexing (entry j of both belongs to the same sequence), so
 // packing needs no scan of its own: the first sequence's entry holds the
-// packed tile, the entries of the sequences it took are left empty.
+// packed tile, the entries of the sequences it took are left empty. A split
+// schedule (block_schedule.h, "Short blocks") counts only each sequence's
+// blocks of more than kShortBlockRows rows in pass 1, and its short tables
+// are indexed by sequence, so they need no scan either.
 #include "schedule/block_schedule.h"
 
 #include <cub/block/block_load.cuh>
@@ -100,7 +104,7 @@ __device__ __forceinline__ void enter_schedule_kernel() {
 template <typename Shape>
 __global__ void __launch_bounds__(Shape::kThreads)
     sequence_pass_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens,
-                         int32_t block_size, int32_t range_length, SequenceTables seqs) {
+                         int32_t block_size, bool split, int32_t range_length, SequenceTables seqs) {
   constexpr int kThreads = Shape::kThreads, kItems = Shape::kItems;
   constexpr bool kTranspose = kItems > 1;
   using Load =
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(Shape::kThreads)
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       end[k] = end[k] > begin[k] ? end[k] : begin[k];
-      nblocks[k] = tid * kItems + k < in_chunk ? blocks_in_sequence(end[k] - begin[k], block_size) : 0;
+      nblocks[k] = tid * kItems + k < in_chunk ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
     }
     __syncthreads();
     Scan(storage.scan).ExclusiveSum(nblocks, nblocks, chunk_blocks);  // each sequence's first block in the chunk
@@ -178,14 +182,14 @@ struct GroupPacking {
   uint64_t segment_starts = 0;
 };
 
-__device__ GroupPacking pack_group(bool is_short, int32_t length, int32_t block_size, int lane) {
+__device__ GroupPacking pack_group(bool is_short, int32_t length, int32_t tile_rows, int lane) {
   GroupPacking mine;
   int start = -1;
   int32_t fill = 0;
   for (int i = 0; i < 32; ++i) {
     const int32_t len_i = __shfl_sync(~0u, length, i);
     const bool short_i = __shfl_sync(~0u, is_short ? 1 : 0, i) != 0;
-    if (short_i && start >= 0 && fill + len_i <= block_size) {  // joins the open tile
+    if (short_i && start >= 0 && fill + len_i <= tile_rows) {  // joins the open tile
       if (start == lane) mine.segment_starts |= uint64_t{1} << fill;
       if (i == lane) mine.joins = true;
       fill += len_i;
@@ -209,48 +213,78 @@ __device__ int32_t blocks_before_range(const SequenceTables& seqs, int32_t range
   return __reduce_add_sync(~0u, sum);
 }
 
-// Where the entries go: both tables, each with its BlockSeq table.
+// Where the entries go: both tables, each with its BlockSeq table, and the
+// short ones of a split schedule.
 struct EntryTables {
   BlockDesc* blocks;
   BlockSeq* block_seqs;
   BlockDesc* tiles;
   BlockSeq* tile_seqs;
+  BlockDesc* short_blocks;
+  BlockSeq* short_block_seqs;
+  BlockDesc* short_tiles;
+  BlockSeq* short_tile_seqs;
 };
+
+// A split schedule's short entries of sequence s (lane = sequence, every
+// lane of the warp): its block of at most kShortBlockRows rows, or an empty
+// entry; in the short tiles, runs of whole sequences of fewer rows packed
+// greedily into kShortBlockRows-row tiles, as the tiles table packs them at
+// that block size.
+__device__ void write_short_entries(int32_t s, bool real, int32_t begin, int32_t length, int32_t block_size, int lane,
+                                    const EntryTables& out) {
+  const bool packable = is_packable(length, kShortBlockRows);
+  const GroupPacking packing = pack_group(packable, length, kShortBlockRows, lane);
+  if (!real) return;
+  const int32_t rows = short_tail_rows(length, block_size), first_pos = length - rows;
+  const BlockDesc block{begin + first_pos, rows};
+  out.short_blocks[s] = block;
+  out.short_block_seqs[s] = out.short_tile_seqs[s] = {s, first_pos};
+  out.short_tiles[s] = !packable       ? block
+                       : packing.joins ? BlockDesc{begin, 0}
+                                       : BlockDesc{begin, packing.rows, packing.segment_starts};
+}
 
 // The entries of both tables for one group of kPackGroup sequences, by a
 // CTA's kWarps warps: warp 0 packs the group's short sequences (lane =
-// sequence) and writes their entries; every other sequence's blocks go to
+// sequence) and writes their entries, or for a split schedule every
+// sequence's short entries; every other sequence's blocks go to
 // the warps in turn (lanes take the blocks in turn), so a long sequence is
 // spread over 32 lanes and a batch of few sequences still over many warps. A
 // warp per sequence (1024 threads a group) cost 10.7 us at 20 000 short
 // sequences, where all but warp 0 have nothing to write. begin_of(s) and
 // first_block_of(s) read the SequenceTables, wherever they are.
 template <int kWarps, typename BeginOf, typename FirstBlockOf>
-__device__ void write_group_entries(int32_t group, int32_t num_seqs, int32_t block_size, BeginOf&& begin_of,
+__device__ void write_group_entries(int32_t group, int32_t num_seqs, int32_t block_size, bool split, BeginOf&& begin_of,
                                     FirstBlockOf&& first_block_of, const EntryTables& out) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (warp == 0) {  // lane = sequence group + lane
     const int32_t s = group + lane;
     const bool real = s < num_seqs;
     const int32_t begin = real ? begin_of(s) : 0, length = real ? begin_of(s + 1) - begin : 0;
-    const bool is_short = is_packable(length, block_size);
-    const GroupPacking packing = pack_group(is_short, length, block_size, lane);
-    if (is_short) {  // its one block, and its tiles entry: a packed tile, or empty
-      const int32_t first = first_block_of(s);
-      out.blocks[first] = {begin, length};
-      out.block_seqs[first] = {s, 0};
-      out.tiles[first] = packing.joins ? BlockDesc{begin, 0} : BlockDesc{begin, packing.rows, packing.segment_starts};
-      out.tile_seqs[first] = {s, 0};
+    if (split) {  // block_size > kMaxPackedBlockSize: nothing is packed in the blocks and tiles tables
+      write_short_entries(s, real, begin, length, block_size, lane, out);
+    } else {
+      const bool is_short = is_packable(length, block_size);
+      const GroupPacking packing = pack_group(is_short, length, block_size, lane);
+      if (is_short) {  // its one block, and its tiles entry: a packed tile, or empty
+        const int32_t first = first_block_of(s);
+        out.blocks[first] = {begin, length};
+        out.block_seqs[first] = {s, 0};
+        out.tiles[first] = packing.joins ? BlockDesc{begin, 0} : BlockDesc{begin, packing.rows, packing.segment_starts};
+        out.tile_seqs[first] = {s, 0};
+      }
     }
   }
   // Any other sequence's blocks, the same in both tables: block_size rows
-  // from its first token, the last one partial. Warp w takes sequences
-  // group + w, + kWarps, ..., its lanes the blocks in turn.
+  // from its first token, the last one partial (and left to the short tables
+  // where the schedule splits and it has at most kShortBlockRows). Warp w
+  // takes sequences group + w, + kWarps, ..., its lanes the blocks in turn.
   const int32_t group_end = group + kPackGroup < num_seqs ? group + kPackGroup : num_seqs;
   for (int32_t s = group + warp; s < group_end; s += kWarps) {
     const int32_t begin = begin_of(s), length = begin_of(s + 1) - begin, first = first_block_of(s);
     if (is_packable(length, block_size)) continue;
-    const int32_t nblocks = blocks_in_sequence(length, block_size);
+    const int32_t nblocks = scheduled_blocks(length, block_size, split);
     for (int32_t j = lane; j < nblocks; j += 32) {
       const int32_t first_pos = j * block_size, rows_left = length - first_pos;
       const BlockDesc block{begin + first_pos, rows_left < block_size ? rows_left : block_size};
@@ -280,7 +314,7 @@ __global__ void __launch_bounds__(32 * kEntryWarps)
     // Every warp: where the group's range starts in the tables.
     const int32_t range_first = blocks_before_range(seqs, group / ranges.length, lane);
     write_group_entries<kEntryWarps>(
-        group, h.num_seqs, h.block_size, [&](int32_t s) { return seqs.begin[s]; },
+        group, h.num_seqs, h.block_size, h.split != 0, [&](int32_t s) { return seqs.begin[s]; },
         [&](int32_t s) { return range_first + seqs.first_block[s]; }, out);
   }
 }
@@ -298,7 +332,7 @@ static_assert(kOnePassSeqs == kOnePassThreads * kOnePassItems, "a thread's items
 
 __global__ void __launch_bounds__(kOnePassThreads)
     one_pass_kernel(const int32_t* __restrict__ offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                    ScheduleHeader* __restrict__ header, const EntryTables out) {
+                    bool split, ScheduleHeader* __restrict__ header, const EntryTables out) {
   enter_schedule_kernel();
   using Load = cub::BlockLoad<int32_t, kOnePassThreads, kOnePassItems, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
   using Scan = cub::BlockScan<int32_t, kOnePassThreads>;
@@ -325,7 +359,7 @@ __global__ void __launch_bounds__(kOnePassThreads)
 #pragma unroll
   for (int k = 0; k < kOnePassItems; ++k) {
     end[k] = end[k] > begin[k] ? end[k] : begin[k];
-    nblocks[k] = tid * kOnePassItems + k < num_seqs ? blocks_in_sequence(end[k] - begin[k], block_size) : 0;
+    nblocks[k] = tid * kOnePassItems + k < num_seqs ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
   }
   __syncthreads();  // scan_storage is the next scan's
   int32_t block_count = 0;
@@ -340,40 +374,47 @@ __global__ void __launch_bounds__(kOnePassThreads)
   }
   if (tid == 0) {
     storage.seqs.begin[0] = first_offset;
-    if (blockIdx.x == 0) *header = {block_count, num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
+    if (blockIdx.x == 0) *header = {block_count, num_seqs, total_tokens, block_size, {0, 0}, split ? 1 : 0, 0};
   }
   __syncthreads();  // the tables are whole
   constexpr int kWarps = kOnePassThreads / 32;
   for (int32_t group = blockIdx.x * kPackGroup; group < num_seqs; group += gridDim.x * kPackGroup)
     write_group_entries<kWarps>(
-        group, num_seqs, block_size, [&](int32_t s) { return storage.seqs.begin[s]; },
+        group, num_seqs, block_size, split, [&](int32_t s) { return storage.seqs.begin[s]; },
         [&](int32_t s) { return storage.seqs.first_block[s]; }, out);
 }
 
 }  // namespace
 
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                                 void* workspace, size_t capacity, cudaStream_t stream, bool overlap) {
-  const EntryTables out{WorkspaceLayout::table(workspace), WorkspaceLayout::seq_table(workspace, capacity),
+                                 bool split, void* workspace, size_t capacity, cudaStream_t stream, bool overlap) {
+  split = split && block_size > kShortBlockRows;
+  const EntryTables out{WorkspaceLayout::table(workspace),
+                        WorkspaceLayout::seq_table(workspace, capacity),
                         WorkspaceLayout::tile_table(workspace, capacity),
-                        WorkspaceLayout::tile_seq_table(workspace, capacity)};
+                        WorkspaceLayout::tile_seq_table(workspace, capacity),
+                        WorkspaceLayout::short_table(workspace, capacity),
+                        WorkspaceLayout::short_seq_table(workspace, capacity, num_seqs),
+                        WorkspaceLayout::short_tile_table(workspace, capacity, num_seqs),
+                        WorkspaceLayout::short_tile_seq_table(workspace, capacity, num_seqs)};
   // A CTA per group of 32 sequences, at most a few waves of them.
   constexpr int kMaxEntryCtas = 2048;
   const int64_t groups = (int64_t{num_seqs} + kPackGroup - 1) / kPackGroup;
   const int ctas = static_cast<int>(groups < 1 ? 1 : (groups > kMaxEntryCtas ? kMaxEntryCtas : groups));
   if (num_seqs <= kOnePassSeqs)
     return launch_after_prior_grids(overlap, one_pass_kernel, ctas, kOnePassThreads, 0, stream, offsets, num_seqs,
-                                    total_tokens, block_size, WorkspaceLayout::header(workspace), out);
+                                    total_tokens, block_size, split, WorkspaceLayout::header(workspace), out);
   const SequenceTables seqs = WorkspaceLayout::sequence_tables(workspace, capacity, num_seqs);
   const SequenceRanges ranges = sequence_ranges(num_seqs);
   const cudaError_t first =
       ranges.wide
           ? launch_after_prior_grids(overlap, sequence_pass_kernel<WideChunks>, ranges.count, WideChunks::kThreads, 0,
-                                     stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs)
+                                     stream, offsets, num_seqs, total_tokens, block_size, split, ranges.length, seqs)
           : launch_after_prior_grids(overlap, sequence_pass_kernel<NarrowChunks>, ranges.count, NarrowChunks::kThreads,
-                                     0, stream, offsets, num_seqs, total_tokens, block_size, ranges.length, seqs);
+                                     0, stream, offsets, num_seqs, total_tokens, block_size, split, ranges.length,
+                                     seqs);
   if (first != cudaSuccess) return first;
-  const ScheduleHeader header{0, num_seqs, total_tokens, block_size, {0, 0}, {0, 0}};
+  const ScheduleHeader header{0, num_seqs, total_tokens, block_size, {0, 0}, split ? 1 : 0, 0};
   return launch_after_prior_grids(overlap, entry_pass_kernel, ctas, 32 * kEntryWarps, 0, stream, header, ranges, seqs,
                                   WorkspaceLayout::header(workspace), out);
 }

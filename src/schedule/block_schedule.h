@@ -68,6 +68,33 @@ BA_HOST_DEVICE bool is_packable(int32_t length, int32_t block_size) {
   return block_size <= kMaxPackedBlockSize && length > 0 && length < block_size;
 }
 
+// Short blocks. Where blocks are larger than kShortBlockRows, a block of at
+// most that many rows (a sequence's last one, or a whole short sequence) is
+// the same attention as at block size kShortBlockRows, whose kernels pack
+// such blocks and keep a tile per block's rows; the larger blocks' kernels
+// spend a whole tile on it (at 128-token blocks with every sequence shorter
+// than 64 tokens, 30% of copy forward and 16% backward on an H200, against
+// 90% and 85% at 64: docs/perf.md, "Session 52"). A schedule that splits
+// them off (the host's choice, where the build has kernels for the smaller
+// block size: core::splits_short_blocks) keeps the larger blocks in its
+// blocks and tiles tables and gives the short ones tables of their own.
+inline constexpr int32_t kShortBlockRows = kMaxPackedBlockSize;
+
+// The rows of a sequence's block that a split schedule gives the short
+// tables: its last block's where that has at most kShortBlockRows of
+// block_size > kShortBlockRows rows, else 0.
+BA_HOST_DEVICE int32_t short_tail_rows(int32_t length, int32_t block_size) {
+  if (block_size <= kShortBlockRows || length <= 0) return 0;
+  const int32_t last = length - (length - 1) / block_size * block_size;
+  return last <= kShortBlockRows ? last : 0;
+}
+
+// The entries a sequence has in the blocks and tiles tables: all its blocks,
+// or those the short tables do not take.
+BA_HOST_DEVICE int32_t scheduled_blocks(int32_t length, int32_t block_size, bool split) {
+  return blocks_in_sequence(length, block_size) - (split && short_tail_rows(length, block_size) > 0 ? 1 : 0);
+}
+
 // Bit arithmetic on segment_starts, the same on host and device.
 BA_HOST_DEVICE int highest_bit(uint64_t x) {  // x != 0
 #if defined(__CUDA_ARCH__)
@@ -125,16 +152,27 @@ struct TileClaims {
 };
 
 // The workspace header the schedule kernels write: the entry count of its
-// two tables and the sizes they were built for, and the claim counters
-// (zeroed). A call that reuses a schedule (built by an earlier call, e.g. the
-// forward before a backward) checks the sizes on the device.
+// blocks and tiles tables, the sizes they were built for, whether short
+// blocks were split off (then each short table has num_seqs entries), and
+// the claim counters (zeroed). A call that reuses a schedule (built by an
+// earlier call, e.g. the forward before a backward) checks the sizes and the
+// split on the device.
 struct ScheduleHeader {
-  int32_t block_count;  // entries of each table
+  int32_t block_count;  // entries of the blocks and of the tiles table
   int32_t num_seqs;
   int32_t total_tokens;
   int32_t block_size;
   TileClaims claims;
-  int32_t reserved[2];
+  int32_t split;  // 1: the short tables hold the blocks of at most kShortBlockRows rows
+  int32_t reserved;
+};
+
+// Which table pair of the workspace a kernel walks.
+enum class ScheduleTable {
+  kBlocks,       // every block (a split schedule's: those of more than kShortBlockRows rows)
+  kTiles,        // the same, short sequences packed into shared tiles (block sizes up to kMaxPackedBlockSize)
+  kShortBlocks,  // a split schedule's short block of each sequence, or an empty entry
+  kShortTiles,   // the same, runs of short sequences packed into shared tiles of kShortBlockRows rows
 };
 
 // What the kernels read: the header and one of its tables (with the parallel
@@ -145,19 +183,22 @@ struct Schedule {
   const BlockDesc* blocks;
   const BlockSeq* block_seqs;
   int32_t num_seqs, total_tokens, block_size;
-  TileClaims* claims;  // the header's, for kernels that claim their tiles
+  int32_t split;        // the header's split this call expects
+  int32_t short_table;  // 1: blocks is a short table (num_seqs entries)
+  TileClaims* claims;   // the header's, for kernels that claim their tiles
 
   // The entries to process: the header's count when the table was built for
-  // this call's sizes, else none. A reused schedule of another problem could
-  // name rows outside this call's tensors; it is ignored instead (outputs are
-  // left untouched). Same sizes but other offsets content stays in bounds:
-  // the table only names rows in [0, total_tokens).
+  // this call's sizes and split, else none. A reused schedule of another
+  // problem could name rows outside this call's tensors; it is ignored
+  // instead (outputs are left untouched). Same sizes but other offsets
+  // content stays in bounds: the table only names rows in [0, total_tokens).
   // (Written branch-free: with `&&` ptxas allocated the sm80 backward's
   // registers differently and doubled its spills, docs/perf.md.)
   BA_HOST_DEVICE int32_t block_count() const {
     const ScheduleHeader h = *header;
-    const int32_t differs = (h.num_seqs ^ num_seqs) | (h.total_tokens ^ total_tokens) | (h.block_size ^ block_size);
-    return differs == 0 ? h.block_count : 0;
+    const int32_t differs =
+        (h.num_seqs ^ num_seqs) | (h.total_tokens ^ total_tokens) | (h.block_size ^ block_size) | (h.split ^ split);
+    return differs == 0 ? (short_table != 0 ? h.num_seqs : h.block_count) : 0;
   }
 };
 
@@ -200,28 +241,47 @@ struct SequenceTables {
 // sequences packed, what the backward kernels take; entry j of both belongs
 // to the same sequence), each sized for the smallest block size the caller
 // may use (`capacity` entries: the tables' places depend only on num_seqs
-// and T); then the SequenceTables.
+// and T); then the two short table pairs of a split schedule (num_seqs
+// entries each: entry s is sequence s's); then the SequenceTables.
 struct WorkspaceLayout {
   static constexpr size_t kHeaderBytes = 32;
   static_assert(sizeof(ScheduleHeader) == kHeaderBytes, "the tables start 16-byte aligned");
   static_assert(sizeof(BlockDesc) == 16 && sizeof(BlockSeq) == 8, "entries keep the tables 8-byte aligned");
+  static constexpr size_t kPairBytes = sizeof(BlockDesc) + sizeof(BlockSeq);
   static size_t capacity(int64_t num_seqs, int64_t total_tokens, int32_t smallest_block_size) {
     return static_cast<size_t>(max_blocks(num_seqs, total_tokens, smallest_block_size));
   }
   static size_t bytes(size_t capacity, int64_t num_seqs) {
-    return kHeaderBytes + 2 * (sizeof(BlockDesc) + sizeof(BlockSeq)) * capacity +
-           sizeof(int32_t) * (2 * static_cast<size_t>(num_seqs) + 2 + kMaxSequenceRanges);
+    const auto n = static_cast<size_t>(num_seqs);
+    return kHeaderBytes + 2 * kPairBytes * capacity + 2 * kPairBytes * n +
+           sizeof(int32_t) * (2 * n + 2 + kMaxSequenceRanges);
   }
-  // The forward kernels read the blocks; the backward kernels the packed tiles.
+  // What a kernel reads: the forward kernels the blocks, the backward kernels
+  // the packed tiles; where the schedule splits, the kernels of the smaller
+  // block size one of the short tables.
   static Schedule schedule(void* workspace, size_t capacity, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                           bool packed) {
-    return {header(workspace),
-            packed ? tile_table(workspace, capacity) : table(workspace),
-            packed ? tile_seq_table(workspace, capacity) : seq_table(workspace, capacity),
-            num_seqs,
-            total_tokens,
-            block_size,
-            &header(workspace)->claims};
+                           bool split, ScheduleTable which) {
+    const BlockDesc* blocks = nullptr;
+    const BlockSeq* seqs = nullptr;
+    switch (which) {
+      case ScheduleTable::kBlocks:
+        blocks = table(workspace), seqs = seq_table(workspace, capacity);
+        break;
+      case ScheduleTable::kTiles:
+        blocks = tile_table(workspace, capacity), seqs = tile_seq_table(workspace, capacity);
+        break;
+      case ScheduleTable::kShortBlocks:
+        blocks = short_table(workspace, capacity), seqs = short_seq_table(workspace, capacity, num_seqs);
+        break;
+      case ScheduleTable::kShortTiles:
+        blocks = short_tile_table(workspace, capacity, num_seqs);
+        seqs = short_tile_seq_table(workspace, capacity, num_seqs);
+        break;
+    }
+    const bool short_table = which == ScheduleTable::kShortBlocks || which == ScheduleTable::kShortTiles;
+    return {
+        header(workspace),         blocks, seqs, num_seqs, total_tokens, block_size, split ? 1 : 0, short_table ? 1 : 0,
+        &header(workspace)->claims};
   }
   static ScheduleHeader* header(void* workspace) { return static_cast<ScheduleHeader*>(workspace); }
   static BlockDesc* table(void* workspace) {
@@ -236,8 +296,20 @@ struct WorkspaceLayout {
   static BlockSeq* tile_seq_table(void* workspace, size_t capacity) {
     return reinterpret_cast<BlockSeq*>(tile_table(workspace, capacity) + capacity);
   }
+  static BlockDesc* short_table(void* workspace, size_t capacity) {
+    return reinterpret_cast<BlockDesc*>(tile_seq_table(workspace, capacity) + capacity);
+  }
+  static BlockSeq* short_seq_table(void* workspace, size_t capacity, int32_t num_seqs) {
+    return reinterpret_cast<BlockSeq*>(short_table(workspace, capacity) + num_seqs);
+  }
+  static BlockDesc* short_tile_table(void* workspace, size_t capacity, int32_t num_seqs) {
+    return reinterpret_cast<BlockDesc*>(short_seq_table(workspace, capacity, num_seqs) + num_seqs);
+  }
+  static BlockSeq* short_tile_seq_table(void* workspace, size_t capacity, int32_t num_seqs) {
+    return reinterpret_cast<BlockSeq*>(short_tile_table(workspace, capacity, num_seqs) + num_seqs);
+  }
   static SequenceTables sequence_tables(void* workspace, size_t capacity, int32_t num_seqs) {
-    int32_t* begin = reinterpret_cast<int32_t*>(tile_seq_table(workspace, capacity) + capacity);
+    int32_t* begin = reinterpret_cast<int32_t*>(short_tile_seq_table(workspace, capacity, num_seqs) + num_seqs);
     return {begin, begin + num_seqs + 1, begin + 2 * (num_seqs + 1)};
   }
 };
@@ -248,12 +320,13 @@ struct WorkspaceLayout {
 inline constexpr int32_t kOnePassSeqs = 4096;
 
 // Enqueues the kernel or kernels that write the header, the four entry
-// tables and, for batches over kOnePassSeqs, the per-sequence tables into
-// `workspace`, laid out for `capacity` blocks (WorkspaceLayout). With
+// tables (and the four short ones where `split`: only for block sizes over
+// kShortBlockRows) and, for batches over kOnePassSeqs, the per-sequence
+// tables into `workspace`, laid out for `capacity` blocks (WorkspaceLayout). With
 // `overlap` (allowed only where schedule_overlaps_its_neighbours()), each
 // is launched overlapping the kernel before it on the stream.
 cudaError_t build_block_schedule(const int32_t* offsets, int32_t num_seqs, int32_t total_tokens, int32_t block_size,
-                                 void* workspace, size_t capacity, cudaStream_t stream, bool overlap);
+                                 bool split, void* workspace, size_t capacity, cudaStream_t stream, bool overlap);
 
 // Whether, on the current device, the runtime picked the schedule kernels'
 // sm_90a code, which waits for the kernel before it and lets the next one

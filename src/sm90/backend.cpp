@@ -72,17 +72,16 @@ void for_each_mapped_tensor(const Problem& p, const KernelEntry<Params>& kernel,
 
 // Encodes the rotary tables' row maps where the kernel stages its angles
 // (forward_stages_angles, backward_stages_angles; `packed`: the forward
-// reads the packed tiles) and the tables allow it: 16-bit values whose rows
-// TMA can address (encode_table_rows_map: 16-byte aligned rows, r/2 a
-// multiple of 8).
-// Elsewhere, or if the driver refuses a map, the kernel reads the tables
-// itself: not an error.
+// reads the packed tiles) and the tables allow it (core::rotary_rows_stageable:
+// 16-bit values whose rows TMA can address, the condition kAuto's
+// `16-bit-tables` rule reads too). Elsewhere, or if the driver refuses a
+// map, the kernel reads the tables itself: not an error.
 bool encode_staged_angle_maps(const Problem& p, bool packed, Params& params) {
   const RotaryParams& r = params.attn.rotary;
   const bool stages = p.operation == Operation::kForward
                           ? forward_stages_angles(p.shape.head_dim, p.shape.block_size, p.fusion(), packed)
                           : backward_stages_angles(p.shape.head_dim, p.fusion(), batch_kind(p) == BatchKind::kShort);
-  if (!stages || r.table_type == TableType::kFloat32) return false;
+  if (!stages || !core::rotary_rows_stageable(p.rotary)) return false;
   const DType dtype = r.table_type == TableType::kBF16 ? DType::kBF16 : DType::kFP16;
   const auto box_rows = static_cast<uint32_t>(p.shape.block_size);
   const char* error = nullptr;

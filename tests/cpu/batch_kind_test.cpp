@@ -160,14 +160,19 @@ TEST(BatchKind, FastMemoryRowsAreAutomaticForEveryBatchThere) {
 }
 
 // The sm90 rotary forward at D = 128, 128-token blocks is `16-bit-tables`:
-// kAuto's where the tables are bf16 or fp16 (staged by TMA), for every
-// batch and device, and not with fp32 tables.
-TEST(BatchKind, SixteenBitTableRowsAreAutomaticForThoseTablesOnly) {
+// kAuto's where the tables' rows can be staged by TMA (bf16 or fp16, rows of
+// whole 16-byte units, aligned; core::rotary_rows_stageable), for every
+// batch and device, and not with fp32 tables or rows TMA cannot copy.
+TEST(BatchKind, SixteenBitTableRowsAreAutomaticWhereTheyCanBeStaged) {
   core::Problem p = batch(1652832, 1152, 128);  // headline-d128
   p.operation = Operation::kForward;
   p.shape.dtype = DType::kBF16;
   p.shape.head_dim = 128;
   p.rotary.rotary_dim = 128;
+  alignas(16) static const uint16_t table[2 * 64 + 8] = {};
+  p.rotary.cos = p.rotary.sin = table;
+  p.rotary.cos_row_stride = p.rotary.sin_row_stride = 64;
+  p.rotary.num_positions = 2;
   const KernelConfig* row = core::find_kernel(Backend::kHopper, p);
   if (row == nullptr)
     GTEST_SKIP() << "this build has no sm90 bf16 rotary forward at head_dim 128, block_size 128 "
@@ -175,12 +180,61 @@ TEST(BatchKind, SixteenBitTableRowsAreAutomaticForThoseTablesOnly) {
   EXPECT_TRUE(row->automatic);
   for (TableType type : {TableType::kBF16, TableType::kFP16}) {
     p.rotary.table_type = type;
+    EXPECT_TRUE(core::rotary_rows_stageable(p.rotary));
     EXPECT_TRUE(core::automatic_for(*row, p, kH100));
     EXPECT_TRUE(core::automatic_for(*row, p, kH200));
   }
-  p.rotary.table_type = TableType::kFloat32;
-  EXPECT_FALSE(core::automatic_for(*row, p, kH100));
-  EXPECT_FALSE(core::automatic_for(*row, p, kH200));
+  auto expect_not_automatic = [&](core::Problem q, const char* why) {
+    EXPECT_FALSE(core::rotary_rows_stageable(q.rotary)) << why;
+    EXPECT_FALSE(core::automatic_for(*row, q, kH100)) << why;
+    EXPECT_FALSE(core::automatic_for(*row, q, kH200)) << why;
+  };
+  core::Problem q = p;
+  q.rotary.table_type = TableType::kFloat32;
+  expect_not_automatic(q, "fp32 tables");
+  q = p;
+  q.rotary.rotary_dim = 120;  // 60 pairs a row: not whole 16-byte units
+  expect_not_automatic(q, "rotary_dim 120");
+  q = p;
+  q.rotary.sin_row_stride = 60;
+  expect_not_automatic(q, "a row stride of 120 bytes");
+  q = p;
+  q.rotary.cos = table + 4;
+  expect_not_automatic(q, "a base 8 bytes off 16-byte alignment");
+}
+
+// The short blocks of a larger-block call (schedule/block_schedule.h,
+// "Short blocks") are a batch of short sequences to every kernel choice,
+// whatever the call's shape.
+TEST(BatchKind, ShortBlocksAreAShortBatch) {
+  core::Problem p = batch(1629975, 1152, 64);  // headline: long
+  p.short_blocks = true;
+  EXPECT_EQ(batch_kind(p), BatchKind::kShort);
+  EXPECT_EQ(batch_kind(p, kH200), BatchKind::kShort);
+}
+
+// The schedule splits short blocks off for 128-token blocks where the build
+// has 64-token kernels for both operations of the combination, and never
+// for blocks that are short already.
+TEST(BatchKind, ShortBlocksSplitOffAbove64TokenBlocksWhereTheirKernelsAreBuilt) {
+  for (const int head_dim : {64, 128})
+    for (const bool rotary : {false, true}) {
+      core::Problem p = batch(1629975, 1152, 128);
+      p.shape.dtype = DType::kBF16;
+      p.shape.head_dim = head_dim;
+      p.rotary.rotary_dim = rotary ? head_dim : 0;
+      core::Problem at64 = p;
+      at64.shape.block_size = 64;
+      bool built = true;
+      for (const Operation op : {Operation::kForward, Operation::kBackward}) {
+        at64.operation = op;
+        built = built && core::any_backend_has_kernel(at64);
+      }
+      EXPECT_EQ(core::splits_short_blocks(p), built) << "head_dim " << head_dim << (rotary ? " rotary" : "");
+      EXPECT_FALSE(core::splits_short_blocks(at64));
+      p.shape.block_size = 32;
+      EXPECT_FALSE(core::splits_short_blocks(p));
+    }
 }
 
 }  // namespace

@@ -83,6 +83,65 @@ TEST(Schedule, PacksRunsOfShortSequencesGreedily) {
   EXPECT_EQ(reference::tile_schedule(offsets, 267, 128), reference::block_schedule(offsets, 267, 128));
 }
 
+TEST(Schedule, SplitScheduleGivesShortBlocksTablesOfTheirOwn) {
+  // 128-token blocks; lengths 0, 1, 64, 65, 130, 200, 40, 24, 129.
+  const std::vector<int32_t> offsets = {0, 0, 1, 65, 130, 260, 460, 500, 524, 653};
+  const std::vector<BlockDesc> long_blocks = {{65, 65}, {130, 128}, {260, 128}, {388, 72}, {524, 128}};
+  std::vector<schedule::BlockSeq> seqs;
+  EXPECT_EQ(reference::split_block_schedule(offsets, 653, 128, &seqs), long_blocks);
+  ASSERT_EQ(seqs.size(), long_blocks.size());
+  EXPECT_EQ(seqs[3].seq, 5);
+  EXPECT_EQ(seqs[3].first_pos, 128);
+  // Entry s is sequence s's block of at most 64 rows, or an empty entry
+  // (at the sequence's end) where it has none.
+  const std::vector<BlockDesc> short_blocks = {{0, 0},   {0, 1},    {1, 64},   {130, 0}, {258, 2},
+                                               {460, 0}, {460, 40}, {500, 24}, {652, 1}};
+  EXPECT_EQ(reference::short_block_schedule(offsets, 653, 128, false, &seqs), short_blocks);
+  ASSERT_EQ(seqs.size(), short_blocks.size());
+  EXPECT_EQ(seqs[4].seq, 4);
+  EXPECT_EQ(seqs[4].first_pos, 128);
+  EXPECT_EQ(seqs[5].first_pos, 200);
+  // Packed: {40, 24} share a 64-row tile; 1 is alone (the 64 after it is a
+  // whole block), as is every tail of a longer sequence.
+  std::vector<BlockDesc> short_tiles = short_blocks;
+  short_tiles[6] = {460, 64, (1ull << 0) | (1ull << 40)};
+  short_tiles[7] = {500, 0};
+  EXPECT_EQ(reference::short_block_schedule(offsets, 653, 128, true), short_tiles);
+}
+
+// Every block of a split schedule is in one of its tables, once.
+TEST(Schedule, SplitScheduleCoversEveryBlockOnce) {
+  std::mt19937_64 rng = testing::test_rng();
+  for (int trial = 0; trial < 1000; ++trial) {
+    const int32_t T = std::uniform_int_distribution<int32_t>(0, 3000)(rng);
+    const int B = std::uniform_int_distribution<int>(0, 40)(rng);
+    std::uniform_int_distribution<int32_t> any(-100, T + 100);
+    std::vector<int32_t> offsets(B + 1);
+    for (auto& o : offsets)
+      o = any(rng);
+    if (trial % 2) std::sort(offsets.begin(), offsets.end());
+    std::vector<BlockDesc> joined = reference::split_block_schedule(offsets, T, 128);
+    const auto shorts = reference::short_block_schedule(offsets, T, 128, false);
+    ASSERT_EQ(shorts.size(), static_cast<size_t>(B));
+    for (const BlockDesc& b : shorts) {
+      ASSERT_LE(b.row_count, schedule::kShortBlockRows);
+      if (b.row_count > 0) joined.push_back(b);
+    }
+    std::sort(joined.begin(), joined.end(),
+              [](const BlockDesc& a, const BlockDesc& b) { return a.row_begin < b.row_begin; });
+    ASSERT_EQ(joined, reference::block_schedule(offsets, T, 128));
+    // The packed short tiles cover the same rows, each sequence's in one tile.
+    int32_t rows = 0, packed_rows = 0;
+    for (const BlockDesc& b : shorts)
+      rows += b.row_count;
+    for (const BlockDesc& b : reference::short_block_schedule(offsets, T, 128, true)) {
+      ASSERT_LE(b.row_count, schedule::kShortBlockRows);
+      packed_rows += b.row_count;
+    }
+    ASSERT_EQ(packed_rows, rows);
+  }
+}
+
 TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
   std::mt19937_64 rng = testing::test_rng();
   for (int trial = 0; trial < 2000; ++trial) {
@@ -145,8 +204,10 @@ TEST(Schedule, WorkspaceHoldsTheLargestTable) {
   // 3 sequences of 1 token: 3 blocks; bound (3 + 63*3)/64 = 3.
   EXPECT_EQ(schedule::max_blocks(3, 3, kDefaultBlockSize), 3);
   // Two tables (blocks, and tiles with short sequences packed), each with its
-  // BlockSeq table, then two per-sequence arrays and the ranges' block counts.
+  // BlockSeq table, the two short tables of a split schedule (a sequence's
+  // entry each), then two per-sequence arrays and the ranges' block counts.
   EXPECT_EQ(workspace_size(3, 3), schedule::WorkspaceLayout::kHeaderBytes +
+                                      2 * 3 * (sizeof(BlockDesc) + sizeof(schedule::BlockSeq)) +
                                       2 * 3 * (sizeof(BlockDesc) + sizeof(schedule::BlockSeq)) +
                                       (2 * 3 + 2 + schedule::kMaxSequenceRanges) * sizeof(int32_t));
 }

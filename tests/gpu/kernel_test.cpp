@@ -717,7 +717,10 @@ INSTANTIATE_TEST_SUITE_P(All, KernelTest, ::testing::ValuesIn(all_configs()), co
 // several to a tile (each row masked to its own sequence): plain, GQA with
 // padded rows and unowned edges, malformed offsets, and rotary with
 // in-sequence positions and per-sequence starts (each row's position counts
-// from its own sequence), at every built block size and head dim.
+// from its own sequence), at every built block size and head dim. At
+// 128-token blocks the schedule splits off the blocks of at most 64 rows
+// for the 64-token kernels, which pack them (a second launch, on the split
+// schedule's short tables: schedule/block_schedule.h, "Short blocks").
 class PackedShortSequences : public ::testing::TestWithParam<Config> {};
 
 TEST_P(PackedShortSequences, MatchesReference) {
@@ -735,9 +738,8 @@ std::vector<Config> packed_configs() {
   using P = RotaryPairs;
   using Pos = RotaryPositions;
   std::vector<Config> configs;
-  for (int b : built_block_sizes())
-    for (int d : built_head_dims()) {
-      if (b > schedule::kMaxPackedBlockSize) continue;
+  for (int d : built_head_dims())
+    for (int b : built_block_sizes(d)) {
       Config plain{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
       Config gqa{DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
       Config malformed{DType::kBF16, d, 2, 1, LayoutKind::kPacked, OffsetsKind::kMalformed};
@@ -760,7 +762,6 @@ std::vector<Config> packed_configs() {
   return configs;
 }
 INSTANTIATE_TEST_SUITE_P(All, PackedShortSequences, ::testing::ValuesIn(packed_configs()), config_name);
-// A build of 128-token blocks only has no packed tiles (kMaxPackedBlockSize).
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PackedShortSequences);
 
 // Long walks: the persistent grid capped at a few CTAs, so that every CTA

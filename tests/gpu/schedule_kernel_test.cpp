@@ -1,7 +1,8 @@
 // The device schedule kernel against its host model, across the first
 // pass's range and chunk boundaries (ranges of 1024 sequences up to 128 of
 // them, of whole 8192-sequence chunks past that) and on malformed offsets,
-// whose running max carries across ranges.
+// whose running max carries across ranges; and the split schedule of
+// 128-token blocks, whose short tables take the blocks of at most 64 rows.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -33,7 +34,11 @@ void expect_table(const std::vector<unsigned char>& raw, int32_t count, const Bl
   }
 }
 
-void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t total_tokens, int32_t block_size) {
+// The device schedule against the host model: with `split` (block sizes
+// over kShortBlockRows), its blocks and tiles tables hold the blocks of more
+// than kShortBlockRows rows and its short tables the others.
+void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t total_tokens, int32_t block_size,
+                                bool split = false) {
   const int32_t num_seqs = static_cast<int32_t>(offsets.size()) - 1;
   DeviceBuffer<int32_t> d_offsets(offsets.size());
   d_offsets.upload(offsets);
@@ -41,18 +46,37 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
   DeviceBuffer<unsigned char> workspace(WorkspaceLayout::bytes(capacity, num_seqs));
   workspace.poison();
   ASSERT_EQ(cudaSuccess,
-            schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size, workspace.get(),
+            schedule::build_block_schedule(d_offsets.get(), num_seqs, total_tokens, block_size, split, workspace.get(),
                                            capacity, nullptr, schedule::schedule_overlaps_its_neighbours()));
   auto raw = workspace.download();
   schedule::ScheduleHeader header;
   std::memcpy(&header, raw.data(), sizeof(header));
   EXPECT_EQ(header.num_seqs, num_seqs);
   EXPECT_EQ(header.block_size, block_size);
+  EXPECT_EQ(header.split, split ? 1 : 0);
   // The claim counters start at zero (the workspace was poisoned).
   EXPECT_EQ(header.claims.next, 0);
   EXPECT_EQ(header.claims.finished, 0);
   void* ws = raw.data();
   std::vector<schedule::BlockSeq> want_seqs;
+  if (split) {
+    const auto want_blocks = reference::split_block_schedule(offsets, total_tokens, block_size, &want_seqs);
+    expect_table(raw, header.block_count, WorkspaceLayout::table(ws), WorkspaceLayout::seq_table(ws, capacity),
+                 want_blocks, want_seqs);
+    expect_table(raw, header.block_count, WorkspaceLayout::tile_table(ws, capacity),
+                 WorkspaceLayout::tile_seq_table(ws, capacity), want_blocks, want_seqs);
+    for (const bool packed : {false, true}) {
+      SCOPED_TRACE(packed ? "short tiles" : "short blocks");
+      const auto want_short = reference::short_block_schedule(offsets, total_tokens, block_size, packed, &want_seqs);
+      expect_table(raw, num_seqs,
+                   packed ? WorkspaceLayout::short_tile_table(ws, capacity, num_seqs)
+                          : WorkspaceLayout::short_table(ws, capacity),
+                   packed ? WorkspaceLayout::short_tile_seq_table(ws, capacity, num_seqs)
+                          : WorkspaceLayout::short_seq_table(ws, capacity, num_seqs),
+                   want_short, want_seqs);
+    }
+    return;
+  }
   const auto want_blocks = reference::block_schedule(offsets, total_tokens, block_size, &want_seqs);
   expect_table(raw, header.block_count, WorkspaceLayout::table(ws), WorkspaceLayout::seq_table(ws, capacity),
                want_blocks, want_seqs);
@@ -74,6 +98,7 @@ TEST(ScheduleKernel, MatchesHostModel) {
     const int32_t block_size = 32 << (num_seqs % 3);  // the schedule takes any block size
     SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs) + " block_size=" + std::to_string(block_size));
     expect_device_matches_host(offsets, total, block_size);
+    expect_device_matches_host(offsets, total, 128, /*split=*/true);
     // Malformed here and there: a few offsets raised past later ones (whose
     // running max then carries over sequences, and over range boundaries)
     // or lowered below earlier ones.
@@ -84,11 +109,13 @@ TEST(ScheduleKernel, MatchesHostModel) {
       o = i % 2 == 0 ? o + shift(rng) : o - shift(rng);
     }
     expect_device_matches_host(spiked, total, block_size);
+    expect_device_matches_host(spiked, total, 128, /*split=*/true);
     // Malformed: random values anywhere around [0, T].
     std::uniform_int_distribution<int32_t> any(-500, total + 500);
     for (auto& o : offsets)
       o = any(rng);
     expect_device_matches_host(offsets, total, block_size);
+    expect_device_matches_host(offsets, total, 128, /*split=*/true);
   }
 }
 
@@ -107,6 +134,7 @@ TEST(ScheduleKernel, PacksShortSequencesLikeHostModel) {
         offsets.push_back(offsets.back() + (rare(rng) == 0 ? 300 : len(rng)));
       SCOPED_TRACE("num_seqs=" + std::to_string(num_seqs) + " block_size=" + std::to_string(block_size));
       expect_device_matches_host(offsets, offsets.back(), block_size);
+      if (block_size == 128) expect_device_matches_host(offsets, offsets.back(), block_size, /*split=*/true);
     }
 }
 
