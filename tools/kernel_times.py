@@ -4,7 +4,7 @@ timed as bench/compare.py times it (median, L2 flushed between runs), beside
 the mean duration of every kernel it launched under torch.profiler. What the
 kernels do not account for is launch gaps and host waits.
 
-    python3 tools/kernel_times.py headdim-d256-h2 [--bwd]
+    python3 tools/kernel_times.py headdim-d256-h2 [--bwd] [--block-size 128]
 """
 
 import sys
@@ -40,7 +40,8 @@ def kernel_means_us(fn) -> list[tuple[str, float]]:
 def main():
     name = sys.argv[1]
     direction = "bwd" if "--bwd" in sys.argv else "fwd"
-    case = compare.make_case(compare.wl.workload(name), seed=0)
+    block_size = int(sys.argv[sys.argv.index("--block-size") + 1]) if "--block-size" in sys.argv else compare.BLOCK
+    case = compare.make_case(compare.wl.workload(name), seed=0, block_size=block_size)
     for label, make in (("blockattn", compare.make_blockattn), ("FA2 varlen", compare.make_fa2)):
         fn = getattr(make(case), direction)
         total_us = 1000 * compare.bench_ms(fn)
