@@ -1097,7 +1097,9 @@ TEST(CudaGraph, CapturesForwardAndBackward) {
 
 // Options::reuse_schedule: a backward reusing the forward's schedule gives the
 // bits of one that rebuilds it; a schedule built for other sizes is ignored on
-// the device (outputs untouched; gpu_check.sh runs this under memcheck).
+// the device (outputs untouched; gpu_check.sh runs this under memcheck). At
+// every built block size: at 128 tokens the schedule is split, and the
+// backward's two launches reuse both its tables.
 TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
   REQUIRE_GPU();
   REQUIRE_HEAD_DIM(128);
@@ -1112,43 +1114,47 @@ TEST(ReuseSchedule, BackwardReusesTheForwardsAndIgnoresAStaleOne) {
   DeviceBuffer<int32_t> offsets(offsets_host.size());
   offsets.upload(offsets_host);
   DeviceBuffer<unsigned char> ws(workspace_size(num_seqs, tokens));
-  const Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
-  for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128, kDefaultBlockSize, false)) {
-    ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
-    fa.options.backend = backend;
-    auto backward_grads = [&](bool reuse, const BackwardArgs& base) {
-      DeviceBuffer<__nv_bfloat16> dq(l.elems()), dk(l.elems()), dv(l.elems());
-      for (auto* t : {&dq, &dk, &dv})
-        t->poison();
-      BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
-      ba.shape = base.shape;
-      ba.offsets = base.offsets;
-      ba.options.reuse_schedule = reuse;
-      EXPECT_TRUE(backward(ba, ws.get(), ws.bytes(), nullptr).ok());
-      BA_CHECK_CUDA(cudaDeviceSynchronize());
-      return std::vector<std::vector<__nv_bfloat16>>{dq.download(), dk.download(), dv.download()};
-    };
-    const BackwardArgs same = backward_args(fa, l, l, nullptr, nullptr, nullptr, nullptr);
-    ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
-    const auto reused = backward_grads(true, same);
-    const auto rebuilt = backward_grads(false, same);
-    for (int i = 0; i < 3; ++i)
-      EXPECT_EQ(0, std::memcmp(reused[i].data(), rebuilt[i].data(), rebuilt[i].size() * 2))
-          << backend_name(backend) << " gradient " << i;
+  for (const int block_size : built_block_sizes(128)) {
+    SCOPED_TRACE("block_size " + std::to_string(block_size));
+    Shape shape{num_seqs, tokens, 4, 4, 128, DType::kBF16};
+    shape.block_size = block_size;
+    for (Backend backend : device_backends(Operation::kBackward, DType::kBF16, 128, block_size, false)) {
+      ForwardArgs fa = forward_args(shape, offsets.get(), l, l, q.get(), k.get(), v.get(), out.get());
+      fa.options.backend = backend;
+      auto backward_grads = [&](bool reuse, const BackwardArgs& base) {
+        DeviceBuffer<__nv_bfloat16> dq(l.elems()), dk(l.elems()), dv(l.elems());
+        for (auto* t : {&dq, &dk, &dv})
+          t->poison();
+        BackwardArgs ba = backward_args(fa, l, l, dout.get(), dq.get(), dk.get(), dv.get());
+        ba.shape = base.shape;
+        ba.offsets = base.offsets;
+        ba.options.reuse_schedule = reuse;
+        EXPECT_TRUE(backward(ba, ws.get(), ws.bytes(), nullptr).ok());
+        BA_CHECK_CUDA(cudaDeviceSynchronize());
+        return std::vector<std::vector<__nv_bfloat16>>{dq.download(), dk.download(), dv.download()};
+      };
+      const BackwardArgs same = backward_args(fa, l, l, nullptr, nullptr, nullptr, nullptr);
+      ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
+      const auto reused = backward_grads(true, same);
+      const auto rebuilt = backward_grads(false, same);
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(0, std::memcmp(reused[i].data(), rebuilt[i].data(), rebuilt[i].size() * 2))
+            << backend_name(backend) << " gradient " << i;
 
-    // The workspace now holds the schedule of all tokens; a backward over the
-    // first 200 tokens only must not use it.
-    ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
-    BackwardArgs fewer = same;
-    fewer.shape.total_tokens = 200;
-    fewer.shape.num_seqs = 2;
-    const auto ignored = backward_grads(true, fewer);
-    for (int i = 0; i < 3; ++i)
-      for (const auto& x : ignored[i]) {
-        uint16_t bits;
-        std::memcpy(&bits, &x, 2);
-        ASSERT_EQ(bits, 0xFFFF) << backend_name(backend) << ": a stale schedule was used";
-      }
+      // The workspace now holds the schedule of all tokens; a backward over the
+      // first 200 tokens only must not use it.
+      ASSERT_TRUE(forward(fa, ws.get(), ws.bytes(), nullptr).ok());
+      BackwardArgs fewer = same;
+      fewer.shape.total_tokens = 200;
+      fewer.shape.num_seqs = 2;
+      const auto ignored = backward_grads(true, fewer);
+      for (int i = 0; i < 3; ++i)
+        for (const auto& x : ignored[i]) {
+          uint16_t bits;
+          std::memcpy(&bits, &x, 2);
+          ASSERT_EQ(bits, 0xFFFF) << backend_name(backend) << ": a stale schedule was used";
+        }
+    }
   }
 }
 
