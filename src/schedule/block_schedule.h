@@ -278,10 +278,10 @@ struct WorkspaceLayout {
         seqs = short_tile_seq_table(workspace, capacity, num_seqs);
         break;
     }
-    const bool short_table = which == ScheduleTable::kShortBlocks || which == ScheduleTable::kShortTiles;
-    return {
-        header(workspace),         blocks, seqs, num_seqs, total_tokens, block_size, split ? 1 : 0, short_table ? 1 : 0,
-        &header(workspace)->claims};
+    const bool per_sequence = which == ScheduleTable::kShortBlocks || which == ScheduleTable::kShortTiles;
+    const int32_t split_word = split ? 1 : 0, short_table_word = per_sequence ? 1 : 0;
+    return {header(workspace),         blocks, seqs, num_seqs, total_tokens, block_size, split_word, short_table_word,
+            &header(workspace)->claims};
   }
   static ScheduleHeader* header(void* workspace) { return static_cast<ScheduleHeader*>(workspace); }
   static BlockDesc* table(void* workspace) {
