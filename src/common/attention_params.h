@@ -33,11 +33,6 @@ struct AttentionParams {
   RotaryParams rotary;
 };
 
-inline bool rows_16_byte_aligned(const void* table, int64_t row_stride, TableType type) {
-  const int64_t elem = type == TableType::kFloat32 ? 4 : 2;
-  return reinterpret_cast<uintptr_t>(table) % 16 == 0 && (row_stride * elem) % 16 == 0;
-}
-
 inline RotaryParams rotary_params(const Rotary& r) {
   return {r.cos,
           r.sin,
@@ -50,8 +45,8 @@ inline RotaryParams rotary_params(const Rotary& r) {
           r.pairs == RotaryPairs::kHalfSplit,
           r.positions == RotaryPositions::kInSequence,
           r.rotate_v,
-          rows_16_byte_aligned(r.cos, r.cos_row_stride, r.table_type) &&
-              rows_16_byte_aligned(r.sin, r.sin_row_stride, r.table_type)};
+          core::rows_16_byte_aligned(r.cos, r.cos_row_stride, r.table_type) &&
+              core::rows_16_byte_aligned(r.sin, r.sin_row_stride, r.table_type)};
 }
 
 inline AttentionParams attention_params(const core::Problem& p, const schedule::Schedule& s) {

@@ -51,19 +51,21 @@ KernelTable kernel_table() { return {kRows, std::size(kRows)}; }
 
 bool rotary_rows_stageable(const Rotary& r) {
   const int half = r.rotary_dim / 2;
-  auto aligned = [](const void* table, int64_t row_stride) {
-    return reinterpret_cast<uintptr_t>(table) % 16 == 0 && row_stride > 0 && (row_stride * 2) % 16 == 0;
-  };
-  return r.table_type != TableType::kFloat32 && half > 0 && half % 8 == 0 && aligned(r.cos, r.cos_row_stride) &&
-         aligned(r.sin, r.sin_row_stride) && r.num_positions > 0 && r.num_positions <= INT32_MAX;
+  return r.table_type != TableType::kFloat32 && half > 0 && half % 8 == 0 && r.cos_row_stride > 0 &&
+         r.sin_row_stride > 0 && rows_16_byte_aligned(r.cos, r.cos_row_stride, r.table_type) &&
+         rows_16_byte_aligned(r.sin, r.sin_row_stride, r.table_type) && r.num_positions > 0 &&
+         r.num_positions <= INT32_MAX;
+}
+
+// Whether a row is the problem's combination, on whichever backend.
+static bool row_matches(const KernelConfig& c, const Problem& p) {
+  return c.operation == p.operation && c.dtype == p.shape.dtype && c.head_dim == p.shape.head_dim &&
+         c.block_size == p.shape.block_size && c.rotary == (p.fusion() == Fusion::kRotary);
 }
 
 const KernelConfig* find_kernel(Backend backend, const Problem& p) {
   for (const KernelConfig& c : kRows)
-    if (c.backend == backend && c.operation == p.operation && c.dtype == p.shape.dtype &&
-        c.head_dim == p.shape.head_dim && c.block_size == p.shape.block_size &&
-        c.rotary == (p.fusion() == Fusion::kRotary))
-      return &c;
+    if (c.backend == backend && row_matches(c, p)) return &c;
   return nullptr;
 }
 
@@ -86,8 +88,7 @@ bool automatic_for(const KernelConfig& row, const Problem& p, const DeviceTraits
 }
 
 bool any_backend_has_kernel(const Problem& p) {
-  return std::any_of(std::begin(kRows), std::end(kRows),
-                     [&](const KernelConfig& c) { return find_kernel(c.backend, p) != nullptr; });
+  return std::any_of(std::begin(kRows), std::end(kRows), [&](const KernelConfig& c) { return row_matches(c, p); });
 }
 
 Status no_kernel(const char* who, const Problem& p) {
@@ -116,12 +117,12 @@ std::string built_block_sizes() {
 
 bool splits_short_blocks(const Problem& p) {
   if (p.shape.block_size <= schedule::kShortBlockRows) return false;
-  for (const Operation op : {Operation::kForward, Operation::kBackward})
-    if (std::none_of(std::begin(kRows), std::end(kRows), [&](const KernelConfig& c) {
-          return c.operation == op && c.dtype == p.shape.dtype && c.head_dim == p.shape.head_dim &&
-                 c.block_size == schedule::kShortBlockRows && c.rotary == (p.fusion() == Fusion::kRotary);
-        }))
-      return false;
+  Problem short_part = p;
+  short_part.shape.block_size = schedule::kShortBlockRows;
+  for (const Operation op : {Operation::kForward, Operation::kBackward}) {
+    short_part.operation = op;
+    if (!any_backend_has_kernel(short_part)) return false;
+  }
   return true;
 }
 

@@ -40,6 +40,14 @@ struct Problem {
   bool empty() const { return shape.num_seqs == 0 || shape.total_tokens == 0; }
 };
 
+// Whether a rotary table's rows are 16-byte aligned (its base and row
+// stride): where the kernels may read them in 16-byte vectors, and one
+// condition of staging them by TMA (core::rotary_rows_stageable).
+inline bool rows_16_byte_aligned(const void* table, int64_t row_stride, TableType type) {
+  const int64_t elem = type == TableType::kFloat32 ? 4 : 2;
+  return reinterpret_cast<uintptr_t>(table) % 16 == 0 && (row_stride * elem) % 16 == 0;
+}
+
 Problem describe(const ForwardArgs& args);
 Problem describe(const BackwardArgs& args);
 

@@ -124,21 +124,16 @@ std::vector<schedule::BlockDesc> short_block_schedule(const std::vector<int32_t>
       begin = end;
     }
   }
-  // Packing: an open tile takes the next sequences of its group while they
-  // are short enough and fit; any other sequence closes it.
-  size_t open = 0;
-  int32_t fill = -1;  // -1: no open tile
-  for (size_t s = 0; packed && s < entries.size(); ++s) {
-    const bool packable = schedule::is_packable(lengths[s], schedule::kShortBlockRows);
-    if (s % schedule::kPackGroup == 0) fill = -1;
-    if (packable && fill >= 0 && fill + lengths[s] <= schedule::kShortBlockRows) {
-      entries[open].segment_starts |= uint64_t{1} << fill;
-      fill += lengths[s];
-      entries[open].row_count = fill;
-      entries[s].row_count = 0;
-    } else {
-      open = s;
-      fill = packable ? lengths[s] : -1;
+  // Packed: a whole sequence shorter than kShortBlockRows takes its entry of
+  // the tiles table at that block size (a packed tile, or empty where an
+  // earlier sequence's tile took it).
+  if (packed) {
+    std::vector<schedule::BlockSeq> tile_seqs;
+    const auto tiles = tile_schedule(offsets, total_tokens, schedule::kShortBlockRows, &tile_seqs);
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const int32_t s = tile_seqs[i].seq;
+      if (tile_seqs[i].first_pos == 0 && schedule::is_packable(lengths[s], schedule::kShortBlockRows))
+        entries[s] = tiles[i];
     }
   }
   if (seqs != nullptr) *seqs = std::move(entry_seqs);

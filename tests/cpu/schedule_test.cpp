@@ -109,17 +109,26 @@ TEST(Schedule, SplitScheduleGivesShortBlocksTablesOfTheirOwn) {
   EXPECT_EQ(reference::short_block_schedule(offsets, 653, 128, true), short_tiles);
 }
 
+// Offsets for up to 40 sequences in up to 3000 tokens (*total), any values
+// around [0, T] (malformed), sorted (valid-looking) where `sorted`.
+std::vector<int32_t> random_offsets(std::mt19937_64& rng, bool sorted, int32_t* total) {
+  const int32_t T = *total = std::uniform_int_distribution<int32_t>(0, 3000)(rng);
+  const int B = std::uniform_int_distribution<int>(0, 40)(rng);
+  std::uniform_int_distribution<int32_t> any(-100, T + 100);
+  std::vector<int32_t> offsets(B + 1);
+  for (auto& o : offsets)
+    o = any(rng);
+  if (sorted) std::sort(offsets.begin(), offsets.end());
+  return offsets;
+}
+
 // Every block of a split schedule is in one of its tables, once.
 TEST(Schedule, SplitScheduleCoversEveryBlockOnce) {
   std::mt19937_64 rng = testing::test_rng();
   for (int trial = 0; trial < 1000; ++trial) {
-    const int32_t T = std::uniform_int_distribution<int32_t>(0, 3000)(rng);
-    const int B = std::uniform_int_distribution<int>(0, 40)(rng);
-    std::uniform_int_distribution<int32_t> any(-100, T + 100);
-    std::vector<int32_t> offsets(B + 1);
-    for (auto& o : offsets)
-      o = any(rng);
-    if (trial % 2) std::sort(offsets.begin(), offsets.end());
+    int32_t T = 0;
+    const std::vector<int32_t> offsets = random_offsets(rng, trial % 2, &T);
+    const int B = static_cast<int>(offsets.size()) - 1;
     std::vector<BlockDesc> joined = reference::split_block_schedule(offsets, T, 128);
     const auto shorts = reference::short_block_schedule(offsets, T, 128, false);
     ASSERT_EQ(shorts.size(), static_cast<size_t>(B));
@@ -145,14 +154,10 @@ TEST(Schedule, SplitScheduleCoversEveryBlockOnce) {
 TEST(Schedule, MaxBlocksBoundsEveryOffsetsContent) {
   std::mt19937_64 rng = testing::test_rng();
   for (int trial = 0; trial < 2000; ++trial) {
-    const int32_t T = std::uniform_int_distribution<int32_t>(0, 3000)(rng);
-    const int B = std::uniform_int_distribution<int>(0, 40)(rng);
-    std::uniform_int_distribution<int32_t> any(-100, T + 100);
-    std::vector<int32_t> offsets(B + 1);
-    for (auto& o : offsets)
-      o = any(rng);
-    if (trial % 2) std::sort(offsets.begin(), offsets.end());  // half valid-looking
-    const int32_t block_size = 32 << (trial % 3);              // 32, 64, 128: the schedule takes any
+    int32_t T = 0;
+    const std::vector<int32_t> offsets = random_offsets(rng, trial % 2, &T);  // half valid-looking
+    const int B = static_cast<int>(offsets.size()) - 1;
+    const int32_t block_size = 32 << (trial % 3);  // 32, 64, 128: the schedule takes any
     // The attention blocks and the device's tiles (short sequences packed).
     const auto blocks_table = reference::block_schedule(offsets, T, block_size);
     const auto tiles_table = reference::tile_schedule(offsets, T, block_size);
