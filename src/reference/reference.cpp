@@ -136,8 +136,15 @@ std::vector<schedule::BlockDesc> short_block_schedule(const std::vector<int32_t>
         entries[s] = tiles[i];
     }
   }
-  if (seqs != nullptr) *seqs = std::move(entry_seqs);
-  return entries;
+  // Only the sequences that have a short block keep their entry.
+  std::vector<schedule::BlockDesc> kept;
+  if (seqs != nullptr) seqs->clear();
+  for (size_t s = 0; s < entries.size(); ++s) {
+    if (schedule::short_tail_rows(lengths[s], block_size) == 0) continue;
+    kept.push_back(entries[s]);
+    if (seqs != nullptr) seqs->push_back(entry_seqs[s]);
+  }
+  return kept;
 }
 
 std::vector<int64_t> token_positions(const Problem& p, const RotaryTables& r) {

@@ -39,11 +39,11 @@ std::vector<schedule::BlockDesc> tile_schedule(const std::vector<int32_t>& offse
 // The host model of a split schedule (schedule/block_schedule.h, "Short
 // blocks"; block sizes over schedule::kShortBlockRows): its blocks table,
 // block_schedule's blocks of more than kShortBlockRows rows; and its short
-// tables, entry s sequence s's block of at most kShortBlockRows rows or an
-// empty entry, with `packed` runs of whole short sequences packed greedily
-// into kShortBlockRows-row tiles within each aligned group of
-// schedule::kPackGroup sequences (a tile in its first sequence's entry, the
-// others' empty).
+// tables, an entry for each sequence's block of at most kShortBlockRows
+// rows in sequence order, with `packed` runs of whole short sequences
+// packed greedily into kShortBlockRows-row tiles within each aligned group
+// of schedule::kPackGroup sequences (a tile in its first sequence's entry,
+// the others' empty).
 std::vector<schedule::BlockDesc> split_block_schedule(const std::vector<int32_t>& offsets, int32_t total_tokens,
                                                       int32_t block_size,
                                                       std::vector<schedule::BlockSeq>* seqs = nullptr);

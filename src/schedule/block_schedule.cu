@@ -23,8 +23,9 @@
 // packing needs no scan of its own: the first sequence's entry holds the
 // packed tile, the entries of the sequences it took are left empty. A split
 // schedule (block_schedule.h, "Short blocks") counts only each sequence's
-// blocks of more than kShortBlockRows rows in pass 1, and its short tables
-// are indexed by sequence, so they need no scan either.
+// blocks of more than kShortBlockRows rows in pass 1, and scans a second
+// count, of the sequences that have a short block, for the short tables'
+// entries: kept per packing group, whose warp ranks its own sequences.
 #include "schedule/block_schedule.h"
 
 #include <cub/block/block_load.cuh>
@@ -118,7 +119,7 @@ __global__ void __launch_bounds__(Shape::kThreads)
     typename Store::TempStorage store;
     typename Scan::TempStorage scan;
   } storage;
-  __shared__ int32_t carry[2];  // running max offset, blocks of the range so far
+  __shared__ int32_t carry[3];  // running max offset, blocks and short blocks of the range so far
 
   enter_schedule_kernel();
   const int tid = threadIdx.x;
@@ -128,15 +129,15 @@ __global__ void __launch_bounds__(Shape::kThreads)
       num_seqs > 0 ? running_max_through<kThreads>(offsets, range_begin, total_tokens, storage.reduce) : 0;
   if (tid == 0) {
     carry[0] = start;
-    carry[1] = 0;
+    carry[1] = carry[2] = 0;
     if (blockIdx.x == 0) seqs.begin[0] = start;
   }
   __syncthreads();  // the carry is set; storage is the loads' next
 
   for (int32_t chunk = range_begin; chunk < range_end; chunk += Shape::kChunk) {
     const int32_t in_chunk = range_end - chunk < Shape::kChunk ? range_end - chunk : Shape::kChunk;
-    const int32_t running_max = carry[0], blocks_before = carry[1];
-    int32_t end[kItems], begin[kItems], nblocks[kItems];  // of sequences chunk + tid * kItems + k
+    const int32_t running_max = carry[0], blocks_before = carry[1], shorts_before = carry[2];
+    int32_t end[kItems], begin[kItems], nblocks[kItems], shorts[kItems];  // of sequences chunk + tid * kItems + k
     Load(storage.load).Load(offsets + chunk + 1, end, in_chunk, 0);
     __syncthreads();  // storage is the scan's next
 #pragma unroll
@@ -145,12 +146,14 @@ __global__ void __launch_bounds__(Shape::kThreads)
 
     // M_b (a sequence's begin): the exclusive max-scan of the clamped ends,
     // seeded with the carry; its end is the larger of that and its own offset.
-    int32_t chunk_max = 0, chunk_blocks = 0;
+    int32_t chunk_max = 0, chunk_blocks = 0, chunk_shorts = 0;
     Scan(storage.scan).ExclusiveScan(end, begin, running_max, MaxOp(), chunk_max);
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       end[k] = end[k] > begin[k] ? end[k] : begin[k];
-      nblocks[k] = tid * kItems + k < in_chunk ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
+      const bool real = tid * kItems + k < in_chunk;
+      nblocks[k] = real ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
+      shorts[k] = real && short_tail_rows(end[k] - begin[k], block_size) > 0 ? 1 : 0;
     }
     __syncthreads();
     Scan(storage.scan).ExclusiveSum(nblocks, nblocks, chunk_blocks);  // each sequence's first block in the chunk
@@ -158,6 +161,16 @@ __global__ void __launch_bounds__(Shape::kThreads)
     for (int k = 0; k < kItems; ++k)
       nblocks[k] += blocks_before;
     __syncthreads();
+    if (split) {  // each packing group's first short entry (ranges and chunks hold whole groups)
+      Scan(storage.scan).ExclusiveSum(shorts, shorts, chunk_shorts);
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        const int32_t s = chunk + tid * kItems + k;
+        if (tid * kItems + k < in_chunk && s % kPackGroup == 0)
+          seqs.group_first_short[s / kPackGroup] = shorts[k] + shorts_before;
+      }
+      __syncthreads();
+    }
     Store(storage.store).Store(seqs.begin + chunk + 1, end, in_chunk);
     __syncthreads();
     Store(storage.store).Store(seqs.first_block + chunk, nblocks, in_chunk);
@@ -165,10 +178,14 @@ __global__ void __launch_bounds__(Shape::kThreads)
     if (tid == 0) {
       carry[0] = chunk_max > running_max ? chunk_max : running_max;
       carry[1] = blocks_before + chunk_blocks;
+      carry[2] = shorts_before + chunk_shorts;
     }
     __syncthreads();
   }
-  if (tid == 0) seqs.range_blocks[blockIdx.x] = carry[1];
+  if (tid == 0) {
+    seqs.range_blocks[blockIdx.x] = carry[1];
+    seqs.range_shorts[blockIdx.x] = carry[2];
+  }
 }
 
 // The greedy packing of a warp's group, lane = sequence: every lane walks the
@@ -204,12 +221,12 @@ __device__ GroupPacking pack_group(bool is_short, int32_t length, int32_t tile_r
   return mine;
 }
 
-// The entries before range `range`'s first: the earlier ranges' block
-// counts, summed by a warp.
-__device__ int32_t blocks_before_range(const SequenceTables& seqs, int32_t range, int lane) {
+// The entries before range `range`'s first: the earlier ranges' counts
+// (range_blocks or range_shorts), summed by a warp.
+__device__ int32_t sum_before_range(const int32_t* per_range, int32_t range, int lane) {
   int32_t sum = 0;
   for (int32_t r = lane; r < range; r += 32)
-    sum += seqs.range_blocks[r];
+    sum += per_range[r];
   return __reduce_add_sync(~0u, sum);
 }
 
@@ -227,20 +244,24 @@ struct EntryTables {
 };
 
 // A split schedule's short entries of sequence s (lane = sequence, every
-// lane of the warp): its block of at most kShortBlockRows rows, or an empty
-// entry; in the short tiles, runs of whole sequences of fewer rows packed
+// lane of the warp), where it has a block of at most kShortBlockRows rows:
+// entry `first_short` + its rank among the group's sequences that have one.
+// In the short tiles, runs of whole sequences of fewer rows are packed
 // greedily into kShortBlockRows-row tiles, as the tiles table packs them at
-// that block size.
-__device__ void write_short_entries(int32_t s, bool real, int32_t begin, int32_t length, int32_t block_size, int lane,
-                                    const EntryTables& out) {
+// that block size (the entry of a sequence packed into an earlier one's
+// tile is empty).
+__device__ void write_short_entries(int32_t s, bool real, int32_t begin, int32_t length, int32_t block_size,
+                                    int32_t first_short, int lane, const EntryTables& out) {
   const bool packable = is_packable(length, kShortBlockRows);
   const GroupPacking packing = pack_group(packable, length, kShortBlockRows, lane);
-  if (!real) return;
-  const int32_t rows = short_tail_rows(length, block_size), first_pos = length - rows;
+  const int32_t rows = real ? short_tail_rows(length, block_size) : 0, first_pos = length - rows;
+  const unsigned with_short = __ballot_sync(~0u, rows > 0);
+  if (rows == 0) return;
+  const int32_t e = first_short + __popc(with_short & ((1u << lane) - 1));
   const BlockDesc block{begin + first_pos, rows};
-  out.short_blocks[s] = block;
-  out.short_block_seqs[s] = out.short_tile_seqs[s] = {s, first_pos};
-  out.short_tiles[s] = !packable       ? block
+  out.short_blocks[e] = block;
+  out.short_block_seqs[e] = out.short_tile_seqs[e] = {s, first_pos};
+  out.short_tiles[e] = !packable       ? block
                        : packing.joins ? BlockDesc{begin, 0}
                                        : BlockDesc{begin, packing.rows, packing.segment_starts};
 }
@@ -253,17 +274,18 @@ __device__ void write_short_entries(int32_t s, bool real, int32_t begin, int32_t
 // spread over 32 lanes and a batch of few sequences still over many warps. A
 // warp per sequence (1024 threads a group) cost 10.7 us at 20 000 short
 // sequences, where all but warp 0 have nothing to write. begin_of(s) and
-// first_block_of(s) read the SequenceTables, wherever they are.
+// first_block_of(s) read the SequenceTables, wherever they are; first_short
+// is the group's first entry of the short tables (split schedules).
 template <int kWarps, typename BeginOf, typename FirstBlockOf>
 __device__ void write_group_entries(int32_t group, int32_t num_seqs, int32_t block_size, bool split, BeginOf&& begin_of,
-                                    FirstBlockOf&& first_block_of, const EntryTables& out) {
+                                    FirstBlockOf&& first_block_of, int32_t first_short, const EntryTables& out) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (warp == 0) {  // lane = sequence group + lane
     const int32_t s = group + lane;
     const bool real = s < num_seqs;
     const int32_t begin = real ? begin_of(s) : 0, length = real ? begin_of(s + 1) - begin : 0;
     if (split) {  // block_size > kMaxPackedBlockSize: nothing is packed in the blocks and tiles tables
-      write_short_entries(s, real, begin, length, block_size, lane, out);
+      write_short_entries(s, real, begin, length, block_size, first_short, lane, out);
     } else {
       const bool is_short = is_packable(length, block_size);
       const GroupPacking packing = pack_group(is_short, length, block_size, lane);
@@ -303,8 +325,9 @@ __global__ void __launch_bounds__(32 * kEntryWarps)
                       ScheduleHeader* __restrict__ header, const EntryTables out) {
   enter_schedule_kernel();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (blockIdx.x == 0 && warp == 0) {  // the header, with the block count and zeroed claims
-    h.block_count = blocks_before_range(seqs, ranges.count, lane);
+  if (blockIdx.x == 0 && warp == 0) {  // the header, with the entry counts and zeroed claims
+    h.block_count = sum_before_range(seqs.range_blocks, ranges.count, lane);
+    h.short_count = h.split != 0 ? sum_before_range(seqs.range_shorts, ranges.count, lane) : 0;
     if (lane == 0) {
       *header = h;
       seqs.first_block[h.num_seqs] = h.block_count;
@@ -312,10 +335,14 @@ __global__ void __launch_bounds__(32 * kEntryWarps)
   }
   for (int32_t group = blockIdx.x * kPackGroup; group < h.num_seqs; group += gridDim.x * kPackGroup) {
     // Every warp: where the group's range starts in the tables.
-    const int32_t range_first = blocks_before_range(seqs, group / ranges.length, lane);
+    const int32_t range = group / ranges.length;
+    const int32_t range_first = sum_before_range(seqs.range_blocks, range, lane);
+    const int32_t first_short =
+        h.split != 0 ? sum_before_range(seqs.range_shorts, range, lane) + seqs.group_first_short[group / kPackGroup]
+                     : 0;
     write_group_entries<kEntryWarps>(
         group, h.num_seqs, h.block_size, h.split != 0, [&](int32_t s) { return seqs.begin[s]; },
-        [&](int32_t s) { return range_first + seqs.first_block[s]; }, out);
+        [&](int32_t s) { return range_first + seqs.first_block[s]; }, first_short, out);
   }
 }
 
@@ -346,10 +373,12 @@ __global__ void __launch_bounds__(kOnePassThreads)
       int32_t begin[kOnePassSeqs + 1], first_block[kOnePassSeqs + 1];
     } seqs;
   } storage;
+  __shared__ int32_t group_first_short[kOnePassSeqs / kPackGroup];  // split schedules
 
   const int tid = threadIdx.x;
   const int32_t first_offset = num_seqs > 0 ? clamp_offset(offsets[0], total_tokens) : 0;
-  int32_t end[kOnePassItems], begin[kOnePassItems], nblocks[kOnePassItems];  // of sequences tid * kItems + k
+  int32_t end[kOnePassItems], begin[kOnePassItems], nblocks[kOnePassItems], shorts[kOnePassItems];  // of sequences
+                                                                                                    // tid * kItems + k
   Load(storage.load).Load(offsets + 1, end, num_seqs, 0);
   __syncthreads();  // the transpose buffer is the tables' next
 #pragma unroll
@@ -359,11 +388,22 @@ __global__ void __launch_bounds__(kOnePassThreads)
 #pragma unroll
   for (int k = 0; k < kOnePassItems; ++k) {
     end[k] = end[k] > begin[k] ? end[k] : begin[k];
-    nblocks[k] = tid * kOnePassItems + k < num_seqs ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
+    const bool real = tid * kOnePassItems + k < num_seqs;
+    nblocks[k] = real ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
+    shorts[k] = real && short_tail_rows(end[k] - begin[k], block_size) > 0 ? 1 : 0;
   }
   __syncthreads();  // scan_storage is the next scan's
-  int32_t block_count = 0;
+  int32_t block_count = 0, short_count = 0;
   Scan(scan_storage).ExclusiveSum(nblocks, nblocks, block_count);
+  if (split) {        // each packing group's first short entry
+    __syncthreads();  // scan_storage is the next scan's
+    Scan(scan_storage).ExclusiveSum(shorts, shorts, short_count);
+#pragma unroll
+    for (int k = 0; k < kOnePassItems; ++k) {
+      const int32_t s = tid * kOnePassItems + k;
+      if (s < num_seqs && s % kPackGroup == 0) group_first_short[s / kPackGroup] = shorts[k];
+    }
+  }
 #pragma unroll
   for (int k = 0; k < kOnePassItems; ++k) {
     const int32_t s = tid * kOnePassItems + k;
@@ -374,14 +414,15 @@ __global__ void __launch_bounds__(kOnePassThreads)
   }
   if (tid == 0) {
     storage.seqs.begin[0] = first_offset;
-    if (blockIdx.x == 0) *header = {block_count, num_seqs, total_tokens, block_size, {0, 0}, split ? 1 : 0, 0};
+    if (blockIdx.x == 0)
+      *header = {block_count, num_seqs, total_tokens, block_size, {0, 0}, split ? 1 : 0, short_count};
   }
   __syncthreads();  // the tables are whole
   constexpr int kWarps = kOnePassThreads / 32;
   for (int32_t group = blockIdx.x * kPackGroup; group < num_seqs; group += gridDim.x * kPackGroup)
     write_group_entries<kWarps>(
         group, num_seqs, block_size, split, [&](int32_t s) { return storage.seqs.begin[s]; },
-        [&](int32_t s) { return storage.seqs.first_block[s]; }, out);
+        [&](int32_t s) { return storage.seqs.first_block[s]; }, split ? group_first_short[group / kPackGroup] : 0, out);
 }
 
 }  // namespace

@@ -78,6 +78,11 @@ BA_HOST_DEVICE bool is_packable(int32_t length, int32_t block_size) {
 // them off (the host's choice, where the build has kernels for the smaller
 // block size: core::splits_short_blocks) keeps the larger blocks in its
 // blocks and tiles tables and gives the short ones tables of their own.
+// Those hold an entry only for each sequence that has a short block, in
+// sequence order: an entry per sequence, most of them empty where
+// sequences are long, cost the 64-token kernels a walk of 13-23 us forward
+// and 20-40 us backward with no short block at all (H200, 1152 sequences;
+// docs/perf.md, "Session 53").
 inline constexpr int32_t kShortBlockRows = kMaxPackedBlockSize;
 
 // The rows of a sequence's block that a split schedule gives the short
@@ -153,7 +158,7 @@ struct TileClaims {
 
 // The workspace header the schedule kernels write: the entry count of its
 // blocks and tiles tables, the sizes they were built for, whether short
-// blocks were split off (then each short table has num_seqs entries), and
+// blocks were split off and the entry count of each short table then, and
 // the claim counters (zeroed). A call that reuses a schedule (built by an
 // earlier call, e.g. the forward before a backward) checks the sizes and the
 // split on the device.
@@ -163,15 +168,15 @@ struct ScheduleHeader {
   int32_t total_tokens;
   int32_t block_size;
   TileClaims claims;
-  int32_t split;  // 1: the short tables hold the blocks of at most kShortBlockRows rows
-  int32_t reserved;
+  int32_t split;        // 1: the short tables hold the blocks of at most kShortBlockRows rows
+  int32_t short_count;  // entries of each short table: the sequences that have such a block
 };
 
 // Which table pair of the workspace a kernel walks.
 enum class ScheduleTable {
   kBlocks,       // every block (a split schedule's: those of more than kShortBlockRows rows)
   kTiles,        // the same, short sequences packed into shared tiles (block sizes up to kMaxPackedBlockSize)
-  kShortBlocks,  // a split schedule's short block of each sequence, or an empty entry
+  kShortBlocks,  // a split schedule's short blocks, a sequence's at most, in sequence order
   kShortTiles,   // the same, runs of short sequences packed into shared tiles of kShortBlockRows rows
 };
 
@@ -184,7 +189,7 @@ struct Schedule {
   const BlockSeq* block_seqs;
   int32_t num_seqs, total_tokens, block_size;
   int32_t split;        // the header's split this call expects
-  int32_t short_table;  // 1: blocks is a short table (num_seqs entries)
+  int32_t short_table;  // 1: blocks is a short table (the header's short_count entries)
   TileClaims* claims;   // the header's, for kernels that claim their tiles
 
   // The entries to process: the header's count when the table was built for
@@ -198,7 +203,7 @@ struct Schedule {
     const ScheduleHeader h = *header;
     const int32_t differs =
         (h.num_seqs ^ num_seqs) | (h.total_tokens ^ total_tokens) | (h.block_size ^ block_size) | (h.split ^ split);
-    return differs == 0 ? (short_table != 0 ? h.num_seqs : h.block_count) : 0;
+    return differs == 0 ? (short_table != 0 ? h.short_count : h.block_count) : 0;
   }
 };
 
@@ -229,11 +234,15 @@ inline SequenceRanges sequence_ranges(int32_t num_seqs) {
 // Per-sequence results of the schedule's first pass, which its second pass
 // reads: the sanitized start of every sequence and one past the last, each
 // sequence's first block counted from its range's first, and each range's
-// block count (a range's first block is the sum of the earlier ranges').
+// block count (a range's first block is the sum of the earlier ranges');
+// for a split schedule the same of the short tables' entries, per packing
+// group (the group's warp ranks its own sequences).
 struct SequenceTables {
-  int32_t* begin;         // [num_seqs + 1]
-  int32_t* first_block;   // [num_seqs + 1], within the sequence's range
-  int32_t* range_blocks;  // [kMaxSequenceRanges]
+  int32_t* begin;              // [num_seqs + 1]
+  int32_t* first_block;        // [num_seqs + 1], within the sequence's range
+  int32_t* range_blocks;       // [kMaxSequenceRanges]
+  int32_t* group_first_short;  // [packing groups], within the group's range
+  int32_t* range_shorts;       // [kMaxSequenceRanges]
 };
 
 // Workspace layout: the 32-byte header, then two (BlockDesc, BlockSeq) table
@@ -241,8 +250,8 @@ struct SequenceTables {
 // sequences packed, what the backward kernels take; entry j of both belongs
 // to the same sequence), each sized for the smallest block size the caller
 // may use (`capacity` entries: the tables' places depend only on num_seqs
-// and T); then the two short table pairs of a split schedule (num_seqs
-// entries each: entry s is sequence s's); then the SequenceTables.
+// and T); then the two short table pairs of a split schedule (room for
+// num_seqs entries each); then the SequenceTables.
 struct WorkspaceLayout {
   static constexpr size_t kHeaderBytes = 32;
   static_assert(sizeof(ScheduleHeader) == kHeaderBytes, "the tables start 16-byte aligned");
@@ -254,7 +263,10 @@ struct WorkspaceLayout {
   static size_t bytes(size_t capacity, int64_t num_seqs) {
     const auto n = static_cast<size_t>(num_seqs);
     return kHeaderBytes + 2 * kPairBytes * capacity + 2 * kPairBytes * n +
-           sizeof(int32_t) * (2 * n + 2 + kMaxSequenceRanges);
+           sizeof(int32_t) * (2 * n + 2 + packing_groups(num_seqs) + 2 * kMaxSequenceRanges);
+  }
+  static size_t packing_groups(int64_t num_seqs) {
+    return static_cast<size_t>((num_seqs + kPackGroup - 1) / kPackGroup);
   }
   // What a kernel reads: the forward kernels the blocks, the backward kernels
   // the packed tiles; where the schedule splits, the kernels of the smaller
@@ -310,7 +322,9 @@ struct WorkspaceLayout {
   }
   static SequenceTables sequence_tables(void* workspace, size_t capacity, int32_t num_seqs) {
     int32_t* begin = reinterpret_cast<int32_t*>(short_tile_seq_table(workspace, capacity, num_seqs) + num_seqs);
-    return {begin, begin + num_seqs + 1, begin + 2 * (num_seqs + 1)};
+    int32_t* range_blocks = begin + 2 * (num_seqs + 1);
+    int32_t* group_first_short = range_blocks + kMaxSequenceRanges;
+    return {begin, begin + num_seqs + 1, range_blocks, group_first_short, group_first_short + packing_groups(num_seqs)};
   }
 };
 

@@ -54,6 +54,7 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
   EXPECT_EQ(header.num_seqs, num_seqs);
   EXPECT_EQ(header.block_size, block_size);
   EXPECT_EQ(header.split, split ? 1 : 0);
+  if (!split) EXPECT_EQ(header.short_count, 0);
   // The claim counters start at zero (the workspace was poisoned).
   EXPECT_EQ(header.claims.next, 0);
   EXPECT_EQ(header.claims.finished, 0);
@@ -68,7 +69,7 @@ void expect_device_matches_host(const std::vector<int32_t>& offsets, int32_t tot
     for (const bool packed : {false, true}) {
       SCOPED_TRACE(packed ? "short tiles" : "short blocks");
       const auto want_short = reference::short_block_schedule(offsets, total_tokens, block_size, packed, &want_seqs);
-      expect_table(raw, num_seqs,
+      expect_table(raw, header.short_count,
                    packed ? WorkspaceLayout::short_tile_table(ws, capacity, num_seqs)
                           : WorkspaceLayout::short_table(ws, capacity),
                    packed ? WorkspaceLayout::short_tile_seq_table(ws, capacity, num_seqs)
