@@ -80,8 +80,8 @@ BA_HOST_DEVICE bool is_packable(int32_t length, int32_t block_size) {
 // blocks and tiles tables and gives the short ones tables of their own.
 // Those hold an entry only for each sequence that has a short block, in
 // sequence order: an entry per sequence, most of them empty where
-// sequences are long, cost the 64-token kernels a walk of 13-23 us forward
-// and 20-40 us backward with no short block at all (H200, 1152 sequences;
+// sequences are long, cost the 64-token kernels a walk of 12-23 us forward
+// and 6-40 us backward with no short block at all (H200, 1152 sequences;
 // docs/perf.md, "Session 53").
 inline constexpr int32_t kShortBlockRows = kMaxPackedBlockSize;
 
