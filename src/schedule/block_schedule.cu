@@ -377,8 +377,8 @@ __global__ void __launch_bounds__(kOnePassThreads)
 
   const int tid = threadIdx.x;
   const int32_t first_offset = num_seqs > 0 ? clamp_offset(offsets[0], total_tokens) : 0;
-  int32_t end[kOnePassItems], begin[kOnePassItems], nblocks[kOnePassItems], shorts[kOnePassItems];  // of sequences
-                                                                                                    // tid * kItems + k
+  // Of sequences tid * kItems + k:
+  int32_t end[kOnePassItems], begin[kOnePassItems], nblocks[kOnePassItems], shorts[kOnePassItems];
   Load(storage.load).Load(offsets + 1, end, num_seqs, 0);
   __syncthreads();  // the transpose buffer is the tables' next
 #pragma unroll
