@@ -140,7 +140,7 @@ std::vector<schedule::BlockDesc> short_block_schedule(const std::vector<int32_t>
   std::vector<schedule::BlockDesc> kept;
   if (seqs != nullptr) seqs->clear();
   for (size_t s = 0; s < entries.size(); ++s) {
-    if (schedule::short_tail_rows(lengths[s], block_size) == 0) continue;
+    if (schedule::short_entries(lengths[s], block_size, /*split=*/true) == 0) continue;
     kept.push_back(entries[s]);
     if (seqs != nullptr) seqs->push_back(entry_seqs[s]);
   }

@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(Shape::kThreads)
       end[k] = end[k] > begin[k] ? end[k] : begin[k];
       const bool real = tid * kItems + k < in_chunk;
       nblocks[k] = real ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
-      shorts[k] = real && short_tail_rows(end[k] - begin[k], block_size) > 0 ? 1 : 0;
+      shorts[k] = real ? short_entries(end[k] - begin[k], block_size, split) : 0;
     }
     __syncthreads();
     Scan(storage.scan).ExclusiveSum(nblocks, nblocks, chunk_blocks);  // each sequence's first block in the chunk
@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(kOnePassThreads)
     end[k] = end[k] > begin[k] ? end[k] : begin[k];
     const bool real = tid * kOnePassItems + k < num_seqs;
     nblocks[k] = real ? scheduled_blocks(end[k] - begin[k], block_size, split) : 0;
-    shorts[k] = real && short_tail_rows(end[k] - begin[k], block_size) > 0 ? 1 : 0;
+    shorts[k] = real ? short_entries(end[k] - begin[k], block_size, split) : 0;
   }
   __syncthreads();  // scan_storage is the next scan's
   int32_t block_count = 0, short_count = 0;

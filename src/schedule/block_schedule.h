@@ -94,10 +94,17 @@ BA_HOST_DEVICE int32_t short_tail_rows(int32_t length, int32_t block_size) {
   return last <= kShortBlockRows ? last : 0;
 }
 
+// The entries a sequence has in each short table of a split schedule: 1
+// where it has a block of at most kShortBlockRows rows, else 0 (and 0 in any
+// schedule that does not split).
+BA_HOST_DEVICE int32_t short_entries(int32_t length, int32_t block_size, bool split) {
+  return split && short_tail_rows(length, block_size) > 0 ? 1 : 0;
+}
+
 // The entries a sequence has in the blocks and tiles tables: all its blocks,
 // or those the short tables do not take.
 BA_HOST_DEVICE int32_t scheduled_blocks(int32_t length, int32_t block_size, bool split) {
-  return blocks_in_sequence(length, block_size) - (split && short_tail_rows(length, block_size) > 0 ? 1 : 0);
+  return blocks_in_sequence(length, block_size) - short_entries(length, block_size, split);
 }
 
 // Bit arithmetic on segment_starts, the same on host and device.
