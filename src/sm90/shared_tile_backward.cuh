@@ -186,34 +186,56 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     wgmma_wait<2>();
     fence_rs_product(dq, ds_rows);
     // The three epilogues' table values (rotary), loaded once for the
-    // warp's rows while dV's and dK's products run (tile/rotary.cuh,
-    // row_angles), once dS's registers are free: beside them they spilled.
-    // dQ leaves once dV's product is done, its table values landed.
-    const auto angles = hooks.template row_angles<D>(t, row0, lane);
-    wgmma_wait<1>();
-    write_dq(dq, angles);
-    fence_rs_product(dv, p_keys);
-    write_dv(dv, angles);
-    wgmma_wait<0>();
-    fence_rs_product(dk, ds_keys);
-    write_dk(dk, angles);
+    // warp's rows while dV's and dK's products run (tile/rotary.cuh), once
+    // dS's registers are free: beside them they spilled (RowAngles, and a
+    // 16-bit table's packed words too). dQ leaves once dV's product is
+    // done, its table values landed. Packed words are unpacked only there,
+    // so their loads stall nothing before it.
+    const auto packed = hooks.template packed_row_angles<D>(t, row0, lane);
+    auto write_outputs = [&](const auto& angles) BLOCKATTN_INLINE {
+      wgmma_wait<1>();
+      write_dq(dq, angles);
+      fence_rs_product(dv, p_keys);
+      write_dv(dv, angles);
+      wgmma_wait<0>();
+      fence_rs_product(dk, ds_keys);
+      write_dk(dk, angles);
+    };
+    // The fp32 path's tail first in the code, as it was before the packed
+    // one came: second, it ran 1-2.5% slower with the same instructions
+    // (docs/perf.md, "Session 54", item 4).
+    if (!packed.loaded)
+      write_outputs(hooks.template row_angles<D>(t, row0, lane));
+    else
+      write_outputs(packed);
   } else {
+    // A 16-bit table's angles, packed (32 registers), loaded while dQ's
+    // product runs, so that its epilogue does not wait on them (it did: a
+    // quarter of the D = 128 rotary kernel's stall samples, docs/perf.md
+    // "Session 54"). An fp32 table's (RowAngles, 64) do not fit beside dQ
+    // and the transposed operands: dQ's epilogue reads its own, and dV's and
+    // dK's are loaded under dV's product.
+    const auto packed = hooks.template packed_row_angles<D>(t, row0, lane);
     wgmma_wait<0>();
     fence_rs_product(dq, ds_rows);
-    write_dq(dq, tile::NoRowAngles{});
+    write_dq(dq, packed);
     tile::Accumulator<D> dv;
     wgmma_fence();
     issue_rs_product<T, D, Layout>(dv, p_keys, dout_addr, false);
     wgmma_commit();
-    const auto angles = hooks.template row_angles<D>(t, row0, lane);  // as above, under dV's product
-    wgmma_wait<0>();
-    fence_rs_product(dv, p_keys);
-    write_dv(dv, angles);
-    {
+    auto write_dv_dk = [&](const auto& angles) BLOCKATTN_INLINE {
+      wgmma_wait<0>();
+      fence_rs_product(dv, p_keys);
+      write_dv(dv, angles);
       tile::Accumulator<D> dk;
       wgmma_rs_tile<T, D, Layout>(dk, ds_keys, q_addr);
       write_dk(dk, angles);
-    }
+    };
+    // The fp32 path's tail first, as above.
+    if (!packed.loaded)
+      write_dv_dk(hooks.template row_angles<D>(t, row0, lane));  // under dV's product
+    else
+      write_dv_dk(packed);
   }
 }
 

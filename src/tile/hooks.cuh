@@ -61,6 +61,11 @@ struct NoHooks {
   template <int kN>
   __device__ __forceinline__ void epilogue(Output, Accumulator<kN>&, const TileCoords&, int /*rows_begin*/,
                                            int /*col0*/, int /*lane*/, NoRowAngles) const {}
+  // RotaryHooks::packed_row_angles' counterpart: nothing to load.
+  template <int kN>
+  __device__ __forceinline__ NoRowAngles packed_row_angles(const TileCoords&, int /*rows_begin*/, int /*lane*/) const {
+    return {};
+  }
 };
 
 template <core::Fusion F>

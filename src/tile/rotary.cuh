@@ -135,16 +135,26 @@ struct RowAngles {
   bool rotate[2];  // the row lies inside the block and its position inside the table
   bool loaded;     // r = kN; otherwise the epilogue reads the table itself
 };
-// In place of RowAngles where a kernel reads no angles ahead.
-struct NoRowAngles {};
+// In place of RowAngles where a kernel reads no angles ahead (or where its
+// hooks need none): `loaded`, as the others have, so that a kernel may ask
+// it before choosing where its angles come from.
+struct NoRowAngles {
+  static constexpr bool loaded = true;
+};
 
-// RowAngles of a 16-bit table, read from its rows staged in shared memory
-// (StagedAngles) while the slot is still held: each (cos, sin) pair in one
-// register (cos in the low half), the table's own values, so nothing is
-// rounded; half of RowAngles' registers (32 a thread at D = 128).
+// RowAngles of a 16-bit table, the table's own values (nothing is rounded)
+// in half of RowAngles' registers (32 a thread at D = 128), read from its
+// rows staged in shared memory (StagedAngles) while the slot is still held,
+// or from the table itself. Word i of row h holds two 16-bit values, as read:
+//   half-split pairs:   words 2j and 2j + 1 are the cos and the sin of
+//                       fragment j's two adjacent pairs (the low half the
+//                       first);
+//   interleaved pairs:  word i is pair i's cos (low half) and sin.
+// Unpacked only where the epilogue applies them, so that loading them from
+// global memory ahead stalls nothing until then.
 template <int kN>
 struct PackedRowAngles {
-  uint32_t cs[2][kN / 8];
+  uint32_t words[2][kN / 8];
   bool rotate[2];
   bool loaded;  // r = kN; otherwise the epilogue reads the table itself
 };
@@ -202,9 +212,9 @@ class RotaryHooks {
     with_table([&](const auto& table) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // the thread's rows lane/4 and lane/4 + 8
-        const int row = rows_begin + lane / 4 + 8 * h;
-        const int64_t pos = position(t, first, row);
-        if (row >= t.block.row_count || !in_table(pos)) continue;
+        const AccumulatorRow row = accumulator_row(t, first, rows_begin, lane, h);
+        if (!row.rotates) continue;
+        const int64_t pos = row.pos;
         if (r.half_split && r.half / 8 == kN / 16) {
           rotate_back_half_split<kN / 16>(table, acc, h, pos, lane);  // r = D: the common case
         } else if (r.half_split) {
@@ -236,9 +246,9 @@ class RotaryHooks {
     const int64_t first = first_position(t);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = rows_begin + lane / 4 + 8 * h;
-      const int64_t pos = position(t, first, row);
-      a.rotate[h] = row < t.block.row_count && in_table(pos);
+      const AccumulatorRow row = accumulator_row(t, first, rows_begin, lane, h);
+      const int64_t pos = row.pos;
+      a.rotate[h] = row.rotates;
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
         a.c[h][j] = 1.f, a.s[h][j] = 0.f;
@@ -296,37 +306,30 @@ class RotaryHooks {
   template <int kN>
   __device__ __forceinline__ PackedRowAngles<kN> staged_row_angles(const TileCoords& t, int rows_begin, int lane,
                                                                    const StagedAngles& staged) const {
+    const int64_t half = p_.rotary.half;
+    // Row `row` of the staged rows (pos - staged.first == row: unpacked tiles only).
+    return packed_row_angles_from<kN>(t, rows_begin, lane, p_.rotary.half == kN / 2, [&](int row, int64_t) {
+      return RowWords{static_cast<const uint16_t*>(staged.cos) + row * half,
+                      static_cast<const uint16_t*>(staged.sin) + row * half};
+    });
+  }
+
+  // The same read from the tables in global memory, where they are 16-bit
+  // and vector-aligned (16-byte bases and row strides: every 4-byte pair
+  // lies within one word); loaded = false otherwise (an fp32 table's angles
+  // take RowAngles' twice as many registers), and the epilogue then reads
+  // the table itself. Half the registers let a kernel load them earlier:
+  // the 128-token backward at D = 128, before dQ's product is done
+  // (docs/perf.md, "Session 54").
+  template <int kN>
+  __device__ __forceinline__ PackedRowAngles<kN> packed_row_angles(const TileCoords& t, int rows_begin,
+                                                                   int lane) const {
     const RotaryParams& r = p_.rotary;
-    PackedRowAngles<kN> a{};
-    a.loaded = r.half == kN / 2;
-    const int64_t first = first_position(t);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rows_begin + lane / 4 + 8 * h;
-      const int64_t pos = position(t, first, row);
-      a.rotate[h] = a.loaded && row < t.block.row_count && in_table(pos);
-      if (!a.rotate[h]) continue;
-      // Row `row` of the staged rows (pos - staged.first == row: unpacked tiles only).
-      const auto* cos_row = static_cast<const uint16_t*>(staged.cos) + row * r.half;
-      const auto* sin_row = static_cast<const uint16_t*>(staged.sin) + row * r.half;
-      if (r.half_split) {
-#pragma unroll
-        for (int j = 0; j < kN / 16; ++j) {  // fragment j's two adjacent pairs: one 4-byte read per table
-          const int pair = fragment_col(j, 0, lane);
-          const uint32_t c = *reinterpret_cast<const uint32_t*>(cos_row + pair);
-          const uint32_t s = *reinterpret_cast<const uint32_t*>(sin_row + pair);
-          a.cs[h][2 * j] = __byte_perm(c, s, 0x5410);
-          a.cs[h][2 * j + 1] = __byte_perm(c, s, 0x7632);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < kN / 8; ++j) {
-          const int pair = fragment_col(j, 0, lane) / 2;
-          a.cs[h][j] = static_cast<uint32_t>(cos_row[pair]) | static_cast<uint32_t>(sin_row[pair]) << 16;
-        }
-      }
-    }
-    return a;
+    const bool packs = r.half == kN / 2 && r.vector_loads && r.table_type != TableType::kFloat32;
+    return packed_row_angles_from<kN>(t, rows_begin, lane, packs, [&](int, int64_t pos) {
+      return RowWords{static_cast<const uint16_t*>(r.cos) + pos * r.cos_row_stride,
+                      static_cast<const uint16_t*>(r.sin) + pos * r.sin_row_stride};
+    });
   }
 
   // The epilogue with packed 16-bit angles (whole rows, col0 == 0).
@@ -338,8 +341,14 @@ class RotaryHooks {
     if (!rotates_back(o)) return;
     auto apply = [&](auto element) {
       rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s) {
-        c = unpack_angle(a.cs[h][i] & 0xffffu, element);
-        s = unpack_angle(a.cs[h][i] >> 16, element);
+        if (r.half_split) {  // pair i = 2j + e: half e of words 2j (cos) and 2j + 1 (sin)
+          const int j = i / 2, e = i % 2;
+          c = unpack_angle(a.words[h][2 * j], e, element);
+          s = unpack_angle(a.words[h][2 * j + 1], e, element);
+        } else {
+          c = unpack_angle(a.words[h][i], 0, element);
+          s = unpack_angle(a.words[h][i], 1, element);
+        }
       });
     };
     if (r.table_type == TableType::kFP16)
@@ -350,6 +359,61 @@ class RotaryHooks {
 
  private:
   const AttentionParams& p_;
+
+  // Row h (0 or 1) of a warp's accumulator: tile row rows_begin + lane / 4
+  // + 8 h, its table position, and whether the epilogue rotates it (inside
+  // the block, its position inside the table).
+  struct AccumulatorRow {
+    int row;
+    int64_t pos;
+    bool rotates;
+  };
+  __device__ __forceinline__ AccumulatorRow accumulator_row(const TileCoords& t, int64_t first, int rows_begin,
+                                                            int lane, int h) const {
+    const int row = rows_begin + lane / 4 + 8 * h;
+    const int64_t pos = position(t, first, row);
+    return {row, pos, row < t.block.row_count && in_table(pos)};
+  }
+
+  // A table row's cos and sin values as 16-bit words.
+  struct RowWords {
+    const uint16_t* cos;
+    const uint16_t* sin;
+  };
+
+  // PackedRowAngles of the warp's two rows, row `row` (position pos) read
+  // through rows_of(row, pos), where `loads` (r = kN and a table the
+  // source can read so).
+  template <int kN, typename RowsOf>
+  __device__ __forceinline__ PackedRowAngles<kN> packed_row_angles_from(const TileCoords& t, int rows_begin, int lane,
+                                                                        bool loads, RowsOf&& rows_of) const {
+    PackedRowAngles<kN> a{};  // rotate[] false
+    a.loaded = loads;
+    if (!loads) return a;  // nothing computed where the caller falls back to another form
+    const int64_t first = first_position(t);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const AccumulatorRow row = accumulator_row(t, first, rows_begin, lane, h);
+      a.rotate[h] = row.rotates;
+      if (!row.rotates) continue;
+      const RowWords w = rows_of(row.row, row.pos);
+      if (p_.rotary.half_split) {
+#pragma unroll
+        for (int j = 0; j < kN / 16; ++j) {  // fragment j's two adjacent pairs: one 4-byte read per table
+          const int pair = fragment_col(j, 0, lane);
+          a.words[h][2 * j] = *reinterpret_cast<const uint32_t*>(w.cos + pair);
+          a.words[h][2 * j + 1] = *reinterpret_cast<const uint32_t*>(w.sin + pair);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kN / 8; ++j) {
+          const int pair = fragment_col(j, 0, lane) / 2;
+          a.words[h][j] = static_cast<uint32_t>(w.cos[pair]) | static_cast<uint32_t>(w.sin[pair]) << 16;
+        }
+      }
+    }
+    return a;
+  }
 
   // Whether output o leaves rotated back: the gradients of the rotated
   // tensors, not the forward output (it stays in the frame of the rotated v).
@@ -532,12 +596,12 @@ class RotaryHooks {
     }
   }
 
-  // A 16-bit table value (the low half of `bits`) as fp32.
-  __device__ __forceinline__ static float unpack_angle(uint32_t bits, __nv_bfloat16) {
-    return __uint_as_float(bits << 16);
+  // The 16-bit table value in half `e` of `word` (0: the low half) as fp32.
+  __device__ __forceinline__ static float unpack_angle(uint32_t word, int e, __nv_bfloat16) {
+    return __uint_as_float(e == 0 ? word << 16 : word & 0xffff0000u);
   }
-  __device__ __forceinline__ static float unpack_angle(uint32_t bits, __half) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  __device__ __forceinline__ static float unpack_angle(uint32_t word, int e, __half) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(e == 0 ? word : word >> 16)));
   }
 
   // x <- R^T x for one pair.
