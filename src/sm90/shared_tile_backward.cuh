@@ -210,11 +210,12 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
       write_outputs(packed);
   } else {
     // A 16-bit table's angles, packed (32 registers), loaded while dQ's
-    // product runs, so that its epilogue does not wait on them (it did: a
-    // quarter of the D = 128 rotary kernel's stall samples, docs/perf.md
-    // "Session 54"). An fp32 table's (RowAngles, 64) do not fit beside dQ
-    // and the transposed operands: dQ's epilogue reads its own, and dV's and
-    // dK's are loaded under dV's product.
+    // product runs, so that its epilogue does not wait on them (it did: dQ's
+    // wait and epilogue held 29% of the D = 128 rotary kernel's stall
+    // samples, 42% of those on these loads; docs/perf.md "Session 54"). An
+    // fp32 table's (RowAngles, 64) do not fit beside dQ and the transposed
+    // operands: dQ's epilogue reads its own, and dV's and dK's are loaded
+    // under dV's product.
     const auto packed = hooks.template packed_row_angles<D>(t, row0, lane);
     wgmma_wait<0>();
     fence_rs_product(dq, ds_rows);
