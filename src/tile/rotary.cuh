@@ -436,7 +436,11 @@ class RotaryHooks {
         table.load_pairs(pos, col, c, s);
 #pragma unroll
         for (T* tile : tiles)
-          if (tile != nullptr) rotate_half_units<Layout>(tile, row, col, half, c, s);
+          if (tile != nullptr) {
+            uint4& lo = *unit_at<Layout>(tile, row, col);
+            uint4& hi = *unit_at<Layout>(tile, row, col + half);
+            rotate_half_units<T>(lo, hi, c, s);
+          }
       });
     } else {
       // Units of 4 pairs; the last may hold pairs past r/2 (angle 0).
@@ -454,7 +458,7 @@ class RotaryHooks {
         }
 #pragma unroll
         for (T* tile : tiles)
-          if (tile != nullptr) rotate_interleaved_unit<Layout>(tile, row, col, c, s);
+          if (tile != nullptr) rotate_interleaved_unit<T>(*unit_at<Layout>(tile, row, col), c, s);
       });
     }
   }
@@ -611,39 +615,46 @@ class RotaryHooks {
     b = xb * c - xa * s;
   }
 
-  // Pairs (col + i, col + half + i), i < 8, of one row.
+  // The 16-byte unit of a tile in shared memory holding (row, col .. col + 7).
   template <typename Layout, typename T>
-  __device__ __forceinline__ static void rotate_half_units(T* tile, int row, int col, int half, const float (&c)[8],
+  __device__ __forceinline__ static uint4* unit_at(T* tile, int row, int col) {
+    return reinterpret_cast<uint4*>(tile + Layout::offset(row, col));
+  }
+
+  // Pairs (lo[i], hi[i]), i < 8, of a unit and the one r/2 columns on, in
+  // place. Each unit is read and written whole, as one 16-byte access:
+  // through unpack8's words of the unit in shared memory the compiler read
+  // it as 8-byte halves and wrote 4-byte words (the 128-token backward's
+  // prologue, session 55).
+  template <typename T>
+  __device__ __forceinline__ static void rotate_half_units(uint4& lo_unit, uint4& hi_unit, const float (&c)[8],
                                                            const float (&s)[8]) {
-    uint4* lo_unit = reinterpret_cast<uint4*>(tile + Layout::offset(row, col));
-    uint4* hi_unit = reinterpret_cast<uint4*>(tile + Layout::offset(row, col + half));
     float a[8], b[8];
-    unpack8<T>(*lo_unit, a);
-    unpack8<T>(*hi_unit, b);
+    unpack8<T>(uint4(lo_unit), a);
+    unpack8<T>(uint4(hi_unit), b);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const float xa = a[i], xb = b[i];
       a[i] = xa * c[i] - xb * s[i];
       b[i] = xb * c[i] + xa * s[i];
     }
-    *lo_unit = pack8<T>(a);
-    *hi_unit = pack8<T>(b);
+    lo_unit = pack8<T>(a);
+    hi_unit = pack8<T>(b);
   }
 
-  // Pairs (col + 2i, col + 2i + 1), i < 4, of one row.
-  template <typename Layout, typename T>
-  __device__ __forceinline__ static void rotate_interleaved_unit(T* tile, int row, int col, const float (&c)[4],
+  // Pairs (2i, 2i + 1), i < 4, of one unit, in place (read and written whole).
+  template <typename T>
+  __device__ __forceinline__ static void rotate_interleaved_unit(uint4& unit, const float (&c)[4],
                                                                  const float (&s)[4]) {
-    uint4* unit = reinterpret_cast<uint4*>(tile + Layout::offset(row, col));
     float x[8];
-    unpack8<T>(*unit, x);
+    unpack8<T>(uint4(unit), x);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float xa = x[2 * i], xb = x[2 * i + 1];
       x[2 * i] = xa * c[i] - xb * s[i];
       x[2 * i + 1] = xb * c[i] + xa * s[i];
     }
-    *unit = pack8<T>(x);
+    unit = pack8<T>(x);
   }
 };
 
