@@ -136,13 +136,7 @@ struct ForwardSmem {
   Barrier* empty;  // consumer -> producer: the stage may be refilled
 
   __device__ explicit ForwardSmem(unsigned char* raw) {
-    // Through an integer, so the stage pointers stay generic, on purpose for
-    // now: with shared-space pointers (tile::align_shared_1024, what the
-    // backward uses) the plain forward ran the same and the rotary forward
-    // 10% slower at D = 64, for a reason not found yet (docs/perf.md,
-    // "Shared-memory accesses that lost their space").
-    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023};
-    tiles = reinterpret_cast<unsigned char*>(aligned);
+    tiles = tile::align_shared_1024(raw);  // shared-space pointers: LDS/STS, not generic LD/ST
     full = reinterpret_cast<Barrier*>(tiles + Cfg::kStages * Cfg::kStageBytes);
     empty = full + Cfg::kStages;
   }
