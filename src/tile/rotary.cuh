@@ -622,10 +622,11 @@ class RotaryHooks {
   }
 
   // Pairs (lo[i], hi[i]), i < 8, of a unit and the one r/2 columns on, in
-  // place. Each unit is read and written whole, as one 16-byte access:
-  // through unpack8's words of the unit in shared memory the compiler read
-  // it as 8-byte halves and wrote 4-byte words (the 128-token backward's
-  // prologue, session 55).
+  // place. The copies (uint4(lo_unit)) make each read one 16-byte access,
+  // and the assignments each write: with unpack8 and pack8 working on the
+  // unit where it lies in shared memory, the compiler read it as 8-byte
+  // halves and wrote it as 4-byte words, a third of the prologue's
+  // shared-memory wavefronts (docs/perf.md, "Session 55", item 2).
   template <typename T>
   __device__ __forceinline__ static void rotate_half_units(uint4& lo_unit, uint4& hi_unit, const float (&c)[8],
                                                            const float (&s)[8]) {
