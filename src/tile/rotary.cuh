@@ -287,7 +287,7 @@ class RotaryHooks {
                                            int col0, int lane, const RowAngles<kN>& a) const {
     if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
     if (!rotates_back(o)) return;
-    rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s) {
+    rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s, auto /*half_split*/) {
       c = a.c[h][i];
       s = a.s[h][i];
     });
@@ -340,8 +340,8 @@ class RotaryHooks {
     if (!a.loaded) return epilogue(o, acc, t, rows_begin, col0, lane);
     if (!rotates_back(o)) return;
     auto apply = [&](auto element) {
-      rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s) {
-        if (r.half_split) {  // pair i = 2j + e: half e of words 2j (cos) and 2j + 1 (sin)
+      rotate_back_rows(acc, a.rotate, [&](int h, int i, float& c, float& s, auto half_split) {
+        if constexpr (half_split) {  // pair i = 2j + e: half e of words 2j (cos) and 2j + 1 (sin)
           const int j = i / 2, e = i % 2;
           c = unpack_angle(a.words[h][2 * j], e, element);
           s = unpack_angle(a.words[h][2 * j + 1], e, element);
@@ -573,9 +573,11 @@ class RotaryHooks {
   }
 
   // R^T on the warp's two rows h of a whole-row accumulator (those with
-  // rotate[h]), pair i of row h at the angles angles(h, i, cos, sin) gives:
-  // i counts the row's pairs in RowAngles' order (kN / 8 of them), which
-  // both forms of loaded angles share.
+  // rotate[h]), pair i of row h at the angles angles(h, i, cos, sin,
+  // half_split) gives: i counts the row's pairs in RowAngles' order (kN / 8
+  // of them), which both forms of loaded angles share, and half_split
+  // (std::true_type or std::false_type) is the pair layout this function
+  // has already branched on, for a source whose words depend on it.
   template <int kN, typename Angles>
   __device__ __forceinline__ void rotate_back_rows(Accumulator<kN>& acc, const bool (&rotate)[2],
                                                    const Angles& angles) const {
@@ -586,14 +588,14 @@ class RotaryHooks {
 #pragma unroll
         for (int i = 0; i < kN / 8; ++i) {  // fragment j's adjacent pairs e = 0, 1 are i = 2j + e
           float c, s;
-          angles(h, i, c, s);
+          angles(h, i, c, s, std::true_type{});
           rotate_back(acc.c[i / 2][2 * h + i % 2], acc.c[i / 2 + kN / 16][2 * h + i % 2], c, s);
         }
       } else {
 #pragma unroll
         for (int i = 0; i < kN / 8; ++i) {  // pair i is fragment i's two columns
           float c, s;
-          angles(h, i, c, s);
+          angles(h, i, c, s, std::false_type{});
           rotate_back(acc.c[i][2 * h], acc.c[i][2 * h + 1], c, s);
         }
       }
