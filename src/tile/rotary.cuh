@@ -308,7 +308,7 @@ class RotaryHooks {
                                                                    const StagedAngles& staged) const {
     const int64_t half = p_.rotary.half;
     // Row `row` of the staged rows (pos - staged.first == row: unpacked tiles only).
-    return packed_row_angles_from<kN>(t, rows_begin, lane, p_.rotary.half == kN / 2, [&](int row, int64_t) {
+    return packed_row_angles_from<kN>(t, rows_begin, lane, half == kN / 2, [&](int row, int64_t) {
       return RowWords{static_cast<const uint16_t*>(staged.cos) + row * half,
                       static_cast<const uint16_t*>(staged.sin) + row * half};
     });
