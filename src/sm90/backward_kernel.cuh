@@ -236,6 +236,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // too, before the slot goes back (tile::PackedRowAngles).
   constexpr bool kStaged = !std::is_same_v<Slots, NoBackwardAngleSlots>;
   std::conditional_t<kStaged, tile::PackedRowAngles<kPaddedD>, tile::NoRowAngles> staged_angles{};
+  int angle_slot = -1;  // the staged slot this thread hands back once its reads are complete (below)
   if constexpr (!kStaged) {
     hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   } else if (p.staged_angles) {
@@ -253,12 +254,23 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     } else {
       hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);  // staged_angles: not loaded
     }
-    slots.empty[slot].arrive();  // this thread's reads of the slot are done (or skipped)
+    angle_slot = slot;
   } else {
     hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   }
+  static_assert(!kStaged || Hooks::kModifiesOperands, "the staged slot goes back after the fence below");
   if (valid < kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    // The thread's reads of the staged slot are done (or skipped), and
+    // complete: the fence (MEMBAR.ALL.CTA) waits for them. Handed back
+    // before it, the slot went to the producer's copy of a later tile's rows
+    // while staged_row_angles' loads, which feed only the epilogues, were
+    // still outstanding (the SYNCS.ARRIVE waited on no scoreboard): one
+    // row's angles came from the next tile in dQ, dK and dV, about one run
+    // in ten (KernelTest's determinism check; docs/perf.md, "Session 56").
+    if constexpr (kStaged) {
+      if (angle_slot >= 0) slots.empty[angle_slot].arrive();
+    }
     named_barrier_sync(barrier_id, 128);
   }
 

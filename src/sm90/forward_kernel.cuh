@@ -232,20 +232,27 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
   if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
     tile::zero_rows_from<Layout, Cfg::kRows, D, kTileThreads>(ops.v, valid, tile_tid);
   }
-  if constexpr (std::is_same_v<Angles, NoStagedAngles>) {
+  constexpr bool kStaged = !std::is_same_v<Angles, NoStagedAngles>;
+  const int group = consumer / Cfg::kConsumersPerSlot;  // its slot group's angle slot, where staged
+  if constexpr (!kStaged) {
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   } else if (p.staged_angles) {
-    const int group = consumer / Cfg::kConsumersPerSlot;  // its slot group's angle slot
     angles.full[group].wait(angle_phase);
     angle_phase ^= 1;
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(
         t, tile_tid, ops.q, ops.k, ops.v, tile::StagedAngles{angles.cos(group), angles.sin(group), t.first_position});
-    angles.empty[group].arrive();  // this thread's reads of the slot are done
   } else {
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   }
+  static_assert(!kStaged || Hooks::kModifiesOperands, "the staged slot goes back after the fence below");
   if (valid < Cfg::kRows || Hooks::kModifiesOperands) {
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    // The thread's reads of the slot are done and complete (the fence waits
+    // for them; an arrival does not: the per-tile backward's, before its
+    // fence, released loads still outstanding, docs/perf.md "Session 56").
+    if constexpr (kStaged) {
+      if (p.staged_angles) angles.empty[group].arrive();
+    }
     if constexpr (Cfg::kRowHalves == 1)
       named_barrier_sync(barrier_id, 128);
     else  // both halves' products read every row the other half may have written

@@ -180,6 +180,37 @@ struct HostTensor {
   }
 };
 
+// Where two runs' outputs differ, for a determinism failure's message: how
+// many elements of the view, over how many tokens, and the first and largest
+// differences with the reference's value (dense [T, H, D]), so that a race's
+// footprint (a row, a tile, a head) and the run it hit show.
+template <typename T>
+std::string run_difference(const std::vector<T>& a, const std::vector<T>& b, const Layout& l,
+                           const std::vector<double>& ref) {
+  size_t elements = 0, tokens = 0;
+  double largest = 0;
+  std::string first, at_largest;
+  for (int64_t t = 0; t < l.tokens; ++t) {
+    bool token_differs = false;
+    for (int h = 0; h < l.heads; ++h)
+      for (int d = 0; d < l.dim; ++d) {
+        const size_t i = l.at(t, h, d);
+        if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
+        const double x = to_double(a[i]), y = to_double(b[i]);
+        const std::string where = "token " + std::to_string(t) + " head " + std::to_string(h) + " column " +
+                                  std::to_string(d) + ": " + std::to_string(x) + " then " + std::to_string(y) +
+                                  " (reference " + std::to_string(ref[HostTensor<T>::dense_at(l, t, h, d)]) + ")";
+        if (elements++ == 0) first = where;
+        if (!(std::fabs(x - y) <= largest)) largest = std::fabs(x - y), at_largest = where;
+        token_differs = true;
+      }
+    tokens += token_differs;
+  }
+  if (elements == 0) return "the views agree; the difference lies in padding or rows outside the view";
+  return std::to_string(elements) + " elements over " + std::to_string(tokens) + " tokens differ; first at " + first +
+         "; largest at " + at_largest;
+}
+
 struct Accuracy {
   double rel_l2 = 0, max_abs = 0;
   size_t nonfinite = 0, clobbered = 0;  // NaN/inf in owned rows; writes outside them
@@ -476,7 +507,7 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
     EXPECT_EQ(fa.clobbered, 0u) << path << ": elements outside every block were written";
     EXPECT_LE(fa.rel_l2, tolerance(c.dtype)) << path;
     EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(T)))
-        << path << " forward not deterministic";
+        << path << " forward not deterministic: " << run_difference(outs[0], outs[1], ql, ref_out);
   }
 
   // Backward on every path, twice each.
@@ -543,7 +574,8 @@ void run_case(const Config& c, const std::vector<int32_t>& lengths, std::mt19937
       EXPECT_EQ(ga.clobbered, 0u) << path << " " << names[i] << ": elements outside every block were written";
       EXPECT_LE(ga.rel_l2, tolerance(c.dtype)) << path << " " << names[i];
       EXPECT_EQ(0, std::memcmp(grads[0][i].data(), grads[1][i].data(), grads[0][i].size() * sizeof(T)))
-          << path << " " << names[i] << " not deterministic";
+          << path << " " << names[i]
+          << " not deterministic: " << run_difference(grads[0][i], grads[1][i], *layouts[i], *refs[i]);
     }
   }
 }
