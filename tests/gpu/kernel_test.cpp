@@ -723,8 +723,9 @@ std::vector<Config> all_configs() {
   // Other block sizes the table has (on the paths that have them): plain,
   // GQA with padded rows and unowned edges, and rotary; and with one KV head
   // per query head (what the sm90 backward takes) fp16 with padded rows and
-  // unowned edges, head-major with a custom scale, malformed offsets, and
-  // rotary of q, k and v.
+  // unowned edges, head-major with a custom scale, malformed offsets,
+  // rotary of q, k and v, and a 16-bit table the sm_90 forward stages at
+  // 128-token blocks (forward_stages_angles), with sequence starts.
   for (int d : built_head_dims())
     for (int b : built_block_sizes(d)) {
       if (b == primary) continue;
@@ -736,7 +737,9 @@ std::vector<Config> all_configs() {
       Config malformed{DType::kFP16, d, 2, 2, LayoutKind::kPacked, OffsetsKind::kMalformed};
       Config rope_qkv{DType::kFP16,         d,   3, 3, LayoutKind::kPadded, OffsetsKind::kUnownedEdges, 0.f,
                       {d / 2 + 2, P::kInterleaved, Pos::kInSequence, true, true, true, false}};
-      for (Config c : {plain, gqa, rope, padded, scaled, malformed, rope_qkv}) {
+      Config rope_staged{DType::kBF16, d,   4, 4, LayoutKind::kPadded, OffsetsKind::kValid, 0.f,
+                         {d, P::kHalfSplit, Pos::kInSequence, true, true, false, false}};
+      for (Config c : {plain, gqa, rope, padded, scaled, malformed, rope_qkv, rope_staged}) {
         c.block_size = b;
         configs.push_back(c);
       }
