@@ -266,8 +266,8 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     // before it, the slot went to the producer's copy of a later tile's rows
     // while staged_row_angles' loads, which feed only the epilogues, were
     // still outstanding (the SYNCS.ARRIVE waited on no scoreboard): one
-    // row's angles came from the next tile in dQ, dK and dV, about one run
-    // in ten (KernelTest's determinism check; docs/perf.md, "Session 56").
+    // row's angles came from a later tile in dQ, dK and dV, about one run
+    // in fourteen (KernelTest's determinism check; docs/perf.md, "Session 56").
     if constexpr (kStaged) {
       if (angle_slot >= 0) slots.empty[angle_slot].arrive();
     }
