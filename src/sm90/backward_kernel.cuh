@@ -236,7 +236,6 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   // too, before the slot goes back (tile::PackedRowAngles).
   constexpr bool kStaged = !std::is_same_v<Slots, NoBackwardAngleSlots>;
   std::conditional_t<kStaged, tile::PackedRowAngles<kPaddedD>, tile::NoRowAngles> staged_angles{};
-  int angle_slot = -1;  // the staged slot this thread hands back once its reads are complete (below)
   if constexpr (!kStaged) {
     hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   } else if (p.staged_angles) {
@@ -254,7 +253,6 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     } else {
       hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);  // staged_angles: not loaded
     }
-    angle_slot = slot;
   } else {
     hooks.template prologue<Layout, kRows, D, 128>(t, tid, ops.q, ops.k, ops.v);
   }
@@ -269,7 +267,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
     // row's angles came from a later tile in dQ, dK and dV, about one run
     // in fourteen (KernelTest's determinism check; docs/perf.md, "Session 56").
     if constexpr (kStaged) {
-      if (angle_slot >= 0) slots.empty[angle_slot].arrive();
+      if (p.staged_angles) slots.empty[Slots::slot_of(tile_index)].arrive();
     }
     named_barrier_sync(barrier_id, 128);
   }

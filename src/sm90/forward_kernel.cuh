@@ -9,7 +9,9 @@
 //            memory), normalization; O is staged in the tile's own Q buffer
 //            and leaves with 16-byte stores that skip rows past the block end.
 //            A 128-token tile is shared by two consumers, a 64-row half each
-//            against all 128 keys (a slot group in the frame's terms).
+//            against all 128 keys (a slot group in the frame's terms), or
+//            taken whole by one, row half after row half (rotary at D = 64:
+//            forward_tile_consumers).
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
 // With rotary at D = 128 (forward_stages_angles) the producer also brings
@@ -47,9 +49,10 @@ namespace blockattn::sm90 {
 // block (tail-d64 83% -> 93% with three; four, session 37: +2 points more on
 // the H100 and the H200), and the rotary forward (whose rotation latency a
 // third consumer hides: headline-d64 2.73 -> 2.54 ms); long sequences at
-// D = 64 lose 12 points with three. 128-token tiles take two, a tile's row
-// halves (ForwardConfig::kRowHalves): S of 128 keys and its operand alone
-// are 96 registers a thread, past what three or four consumers may hold.
+// D = 64 lose 12 points with three. 128-token blocks take two, the row
+// halves of a tile or a tile each (forward_tile_consumers): S of 128 keys
+// and its operand alone are 96 registers a thread, past what three or four
+// consumers may hold.
 constexpr int forward_consumers(int head_dim, int block_size, core::Fusion fusion, BatchKind kind) {
   if (block_size == 128) return 2;
   if (head_dim <= 32) return 3;
@@ -58,16 +61,38 @@ constexpr int forward_consumers(int head_dim, int block_size, core::Fusion fusio
   return 2;
 }
 
-template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles, int kHeadsPerSlot>
+// Consumers that share one 128-token tile of the forward, a 64-row half each
+// (ForwardConfig::kTileConsumers): two, so that both halves of a tile run at
+// once (the plain forward sits at the copy floor so). With rotary at D = 64,
+// one: each consumer rotates a whole tile, then computes its two row halves
+// in turn, so that one consumer's rotation runs under the other's products
+// and softmax; with a shared tile both rotated before either half's S, and
+// the tensor cores waited on every rotation. H200, headline-d64 with a bf16
+// table 2.74 -> 2.33 ms (fp32 tables level; docs/perf.md, "Session 57"). The
+// two consumers' stages and angle slots fit at D = 64 (4 x 48 KB + 2 x
+// 16 KB); at D = 128 a slot each would not. Three consumers a tile each (one
+// stage each) were 3% faster with bf16 tables and 4% slower with fp32.
+constexpr int forward_tile_consumers(int head_dim, int block_size, core::Fusion fusion) {
+  if (block_size == 64) return 1;
+  return head_dim == 64 && fusion == core::Fusion::kRotary ? 1 : block_size / 64;
+}
+
+template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles, int kHeadsPerSlot, int kConsumersPerTile>
 struct ForwardConfig {
+  using Elem = T;
   static_assert(B == 64 || B == 128, "a tile is one block of one or two m64 wgmma row blocks");
   static constexpr int kHeadDim = D;
   static constexpr int kRows = B;  // query rows of a tile, and the TMA box rows
   static constexpr int kKeys = B;  // key columns of S
-  // A consumer's query rows are one m64 row block: a 128-token tile is shared
-  // by two consumers, each its row half against all 128 keys (m64n128 S).
+  // A consumer's products take one m64 row block of queries at a time, its
+  // row half of a 128-token tile against all 128 keys (m64n128 S): the
+  // tile's halves go to two consumers (kTileConsumers = 2) or to one, in
+  // turn (kRowPasses = 2; forward_tile_consumers).
   static constexpr int kConsumerRows = 64;
   static constexpr int kRowHalves = B / kConsumerRows;
+  static constexpr int kTileConsumers = kConsumersPerTile;
+  static_assert(kRowHalves % kTileConsumers == 0, "whole row halves a consumer");
+  static constexpr int kRowPasses = kRowHalves / kTileConsumers;
   using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;
   static constexpr int kConsumers = kConsumerGroups;  // forward_consumers()
   static_assert(kConsumers >= 2 && kConsumers <= 4, "the register split below");
@@ -83,12 +108,12 @@ struct ForwardConfig {
   // by side, as one pair box of the host's pair maps fills them.
   static constexpr int kHeads = kHeadsPerSlot;
   // Either form of sharing makes a slot group: a consumer per head of a pair,
-  // or per row half of a 128-token tile.
-  static constexpr int kConsumersPerSlot = kHeads * kRowHalves;
+  // or per row half of a shared 128-token tile.
+  static constexpr int kConsumersPerSlot = kHeads * kTileConsumers;
   static_assert(kHeads == 1 || (kHeads == 2 && kChunks == 1 && kConsumers % 2 == 0 && kRowHalves == 1),
                 "head pairs: one 64-column chunk a head (the pair maps' box), two consumers a slot");
   static_assert(kConsumers % kConsumersPerSlot == 0, "whole slot groups");
-  // The row halves of a shared tile meet once, after they have zeroed a
+  // The consumers of a shared tile meet once, after they have zeroed a
   // partial tile's V rows or rotated its operands together (forward_tile):
   // a named barrier past the consumers' own.
   static constexpr uint32_t kTileBarrier = 1 + kConsumers;
@@ -116,7 +141,7 @@ struct ForwardConfig {
   // One arrival per warp is racecheck-clean on the blocks table, not on the
   // packed tiles, nor where a partial tile's V rows are zeroed by both
   // consumers of a shared 128-token tile, across their warps (frame.cuh).
-  static constexpr bool kReleasePerThread = kPackedTiles || kRowHalves > 1;
+  static constexpr bool kReleasePerThread = kPackedTiles || kTileConsumers > 1;
   // In the static part of the walk (the first ring's worth), neighbouring
   // heads to neighbouring CTAs (frame.cuh's cta_tile): on the static walk a
   // CTA taking them together cost headline-d64 7 points and tail-d64 13
@@ -128,9 +153,9 @@ struct ForwardConfig {
 
 // Shared memory: 1024-byte aligned stages (Q, K, V tiles, each of the slot's
 // heads), then the barriers.
-template <typename T, int D, int B, int C, bool P, int H>
+template <typename Cfg>
 struct ForwardSmem {
-  using Cfg = ForwardConfig<T, D, B, C, P, H>;
+  using T = typename Cfg::Elem;
   unsigned char* tiles;
   Barrier* full;   // producer -> consumer: the stage's bytes have landed
   Barrier* empty;  // consumer -> producer: the stage may be refilled
@@ -151,7 +176,7 @@ struct ForwardSmem {
 // Slot group g's slot of staged rotary table rows (forward_stages_angles),
 // in dynamic shared memory after the ring's barriers (a launch without
 // staged angles leaves the region out: ForwardLaunchConfig): a consumer's
-// own at 64-token blocks, the two row halves' together at 128. The producer
+// own, or a shared 128-token tile's two consumers' together. The producer
 // fills g's slot for g's next tile once g has rotated its current one
 // (`empty`: one arrival per thread of the group after its last read), so
 // the copy runs under g's products of the current tile. One table's rows:
@@ -190,28 +215,85 @@ struct ForwardLaunchConfig : Cfg {
   static int launch_smem_bytes(const Params& p) { return p.staged_angles ? kSmemBytes : Cfg::kSmemBytes; }
 };
 
-// `angles`: StagedAngleSlots where the kernel stages the rotary rows (then
-// `angle_phase` is this consumer's parity of its slot), else NoStagedAngles.
-template <typename T, int D, int B, int C, bool P, int H, typename Hooks, typename Angles>
-__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks,
-                                             const ForwardSmem<T, D, B, C, P, H>& sm,
-                                             const tile::TileCoords& slot_coords, int stage, int consumer,
-                                             const Angles& angles, uint32_t& angle_phase) {
-  using Cfg = ForwardConfig<T, D, B, C, P, H>;
+// One m64 row block of a tile's queries (its row half `half`) against every
+// key, for a consumer warpgroup whose tile is in shared memory, rotated
+// where the hooks rotate: S = Q K^T, the exact softmax, O = P V, and O's
+// rows written out.
+template <typename Cfg, typename Hooks, typename T>
+__device__ __forceinline__ void forward_rows(const Params& p, const Hooks& hooks, const tile::TileCoords& t, T* q,
+                                             const T* k, const T* v, int half, uint32_t barrier_id, int tid) {
+  constexpr int D = Cfg::kHeadDim;
   using Layout = typename Cfg::Layout;
   constexpr int kKeys = Cfg::kKeys;
+  const int lane = tid % 32;
+  const int row0 = Cfg::kConsumerRows * half + 16 * (tid / 32);  // the warp's query rows in the tile
+  const int valid = t.block.row_count;
+
+  // S = Q K^T over D / 16 steps, the row block's queries against every key.
+  const uint32_t own_rows = half * Cfg::kConsumerRows * Layout::kRowBytes;  // into each chunk of Q
+  const uint32_t q_addr = operand_address(q) + own_rows, k_addr = operand_address(k);
+  tile::Accumulator<kKeys> s;
+  wgmma_fence();
+  issue_ss_product<T, kKeys, D, Layout>(s.regs(), q_addr, k_addr);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s.regs());
+
+  float row_sum[2];
+  if constexpr (Cfg::kPacked)  // each row sees its own sequence's keys
+    tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
+  else
+    tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
+  tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
+
+  // O = P V over the block's keys; V is the transposed (MN-major) B operand.
+  const uint32_t v_addr = operand_address(v);
+  tile::Accumulator<Cfg::kPaddedD> o;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    fence_registers(probs.a[kk]);
+    wgmma_rs<T, Cfg::kPaddedD>(o.regs(), probs.a[kk], mnmajor_desc<Layout>(v_addr, kk), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(o.regs());
+  hooks.epilogue(tile::Output::kOut, o, t, row0, 0, lane);
+
+  // Normalize and stage O in this warp's rows of the Q buffer, once every
+  // warp of the group is past S (the wgmma read all of the row block's Q
+  // rows; a later row block's are others), then store the rows that belong
+  // to the block. Past 128 columns, staging next to the live accumulator
+  // spills (ptxas: 316-712 bytes), so O leaves from registers.
+  T* const dst = tile::head_rows_out<T>(p.out, t.block, t.q_head);
+  if constexpr (Cfg::kPaddedD > 128) {
+    tile::store_rows_direct<T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), dst, p.out.token_stride, row0, valid, lane);
+  } else {
+    named_barrier_sync(barrier_id, 128);
+    tile::write_rows<Layout, T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), q, row0, dst, p.out.token_stride, valid,
+                                                  lane);
+  }
+}
+
+// `angles`: StagedAngleSlots where the kernel stages the rotary rows (then
+// `angle_phase` is this consumer's parity of its slot), else NoStagedAngles.
+template <typename Cfg, typename Hooks, typename Angles>
+__device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<Cfg>& sm,
+                                             const tile::TileCoords& slot_coords, int stage, int consumer,
+                                             const Angles& angles, uint32_t& angle_phase) {
+  using T = typename Cfg::Elem;
+  constexpr int D = Cfg::kHeadDim;
+  using Layout = typename Cfg::Layout;
   // Unsigned and masked to the warpgroup, so tid % 32, tid / 32 and the
   // layouts' offsets compile to shifts, not signed division (perf.md, "Signed
   // division in the consumers' address arithmetic").
   const int tid = threadIdx.x % 128;
-  const int lane = tid % 32;
   const uint32_t barrier_id = 1 + consumer;
   // This consumer's place in its slot group: which of the slot's heads it
-  // takes, or which row half of a 128-token tile.
+  // takes, or which row half of a shared 128-token tile.
   const int place = consumer % Cfg::kConsumersPerSlot;
   const int head = Cfg::kHeads > 1 ? place : 0;
-  const int half = Cfg::kRowHalves > 1 ? place : 0;
-  const int row0 = Cfg::kConsumerRows * half + 16 * (tid / 32);  // the warp's query rows in the tile
+  const int share = Cfg::kTileConsumers > 1 ? place : 0;
   tile::TileCoords t = slot_coords;
   if constexpr (Cfg::kHeads > 1) {
     if (head == 1) {
@@ -225,10 +307,10 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
     T *q, *k, *v;
   } ops{sm.q(stage, head), sm.k(stage, head), sm.v(stage, head)};
   // What touches the whole tile in shared memory (V's tail, the rotation of
-  // Q, K and V) is shared by the halves of a 128-token tile: their threads
-  // together, who then meet at kTileBarrier below.
-  constexpr int kTileThreads = 128 * Cfg::kRowHalves;
-  const int tile_tid = 128 * half + tid;
+  // Q, K and V) is shared by the consumers of a shared 128-token tile: their
+  // threads together, who then meet at kTileBarrier below.
+  constexpr int kTileThreads = 128 * Cfg::kTileConsumers;
+  const int tile_tid = 128 * share + tid;
   if (valid < Cfg::kRows) {  // Q and K tails only feed rows and columns that are discarded or masked
     tile::zero_rows_from<Layout, Cfg::kRows, D, kTileThreads>(ops.v, valid, tile_tid);
   }
@@ -253,58 +335,19 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
     if constexpr (kStaged) {
       if (p.staged_angles) angles.empty[group].arrive();
     }
-    if constexpr (Cfg::kRowHalves == 1)
+    if constexpr (Cfg::kTileConsumers == 1)
       named_barrier_sync(barrier_id, 128);
     else  // both halves' products read every row the other half may have written
       named_barrier_sync(Cfg::kTileBarrier, kTileThreads);
   }
-  if constexpr (Cfg::kRowHalves > 1) {
-    if (Cfg::kConsumerRows * half >= valid) return;  // a half past the block's end has no rows to write
-  }
-
-  // S = Q K^T over D / 16 steps, the consumer's query rows against every key.
-  const uint32_t own_rows = half * Cfg::kConsumerRows * Layout::kRowBytes;  // into each chunk of Q
-  const uint32_t q_addr = operand_address(ops.q) + own_rows, k_addr = operand_address(ops.k);
-  tile::Accumulator<kKeys> s;
-  wgmma_fence();
-  issue_ss_product<T, kKeys, D, Layout>(s.regs(), q_addr, k_addr);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(s.regs());
-
-  float row_sum[2];
-  if constexpr (Cfg::kPacked)  // each row sees its own sequence's keys
-    tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
-  else
-    tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
-  tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
-
-  // O = P V over the block's keys; V is the transposed (MN-major) B operand.
-  const uint32_t v_addr = operand_address(ops.v);
-  tile::Accumulator<Cfg::kPaddedD> o;
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    fence_registers(probs.a[kk]);
-    wgmma_rs<T, Cfg::kPaddedD>(o.regs(), probs.a[kk], mnmajor_desc<Layout>(v_addr, kk), kk > 0);
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(o.regs());
-  hooks.epilogue(tile::Output::kOut, o, t, row0, 0, lane);
-
-  // Normalize and stage O in this warp's rows of the Q buffer, once every
-  // warp of the group is past S (the wgmma read all of the group's Q rows),
-  // then store the rows that belong to the block. Past 128 columns, staging
-  // next to the live accumulator spills (ptxas: 316-712 bytes), so O leaves
-  // from registers.
-  T* const dst = tile::head_rows_out<T>(p.out, t.block, t.q_head);
-  if constexpr (Cfg::kPaddedD > 128) {
-    tile::store_rows_direct<T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), dst, p.out.token_stride, row0, valid, lane);
-  } else {
-    named_barrier_sync(barrier_id, 128);
-    tile::write_rows<Layout, T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), ops.q, row0, dst, p.out.token_stride,
-                                                  valid, lane);
+  // The consumer's row halves: its own of a shared tile, or each in turn.
+#pragma unroll 1
+  for (int pass = 0; pass < Cfg::kRowPasses; ++pass) {
+    const int half = share + pass;
+    if constexpr (Cfg::kRowHalves > 1) {
+      if (Cfg::kConsumerRows * half >= valid) return;  // a half past the block's end has no rows to write
+    }
+    forward_rows<Cfg>(p, hooks, t, ops.q, ops.k, ops.v, half, barrier_id, tid);
   }
 }
 
@@ -314,10 +357,9 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
 // zeroes V's rows past the block in place). Three copies for two tiles
 // where there were six. An odd head count's last slot has one head, loaded
 // alone. Announces the bytes it loads on `full`.
-template <typename T, int D, int B, int C, bool P, int H>
-__device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSmem<T, D, B, C, P, H>& sm,
-                                                const tile::TileCoords& t, int stage, Barrier& full) {
-  using Cfg = ForwardConfig<T, D, B, C, P, H>;
+template <typename Cfg>
+__device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSmem<Cfg>& sm, const tile::TileCoords& t,
+                                                int stage, Barrier& full) {
   using Layout = typename Cfg::Layout;
   const int32_t row = t.block.row_begin;
   const bool one_head = t.q_head + 1 == p.attn.num_q_heads;
@@ -355,13 +397,17 @@ __device__ __forceinline__ void load_angles(const Params& p, const Slots& angles
                                      angles.cos(g), angles.sin(g), angles.full[g]);
 }
 
+// The kernel's config: its tile consumers follow from the rest (forward_tile_consumers).
 template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
-__global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
+using ForwardConfigOf = ForwardConfig<T, D, B, C, P, H, forward_tile_consumers(D, B, F)>;
+
+template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
+__global__ void __launch_bounds__(ForwardConfigOf<T, D, B, F, C, P, H>::kThreads, 1)
     forward_kernel(const __grid_constant__ Params p) {
   wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
-  using Cfg = ForwardConfig<T, D, B, C, P, H>;
+  using Cfg = ForwardConfigOf<T, D, B, F, C, P, H>;
   extern __shared__ unsigned char smem_raw[];
-  const ForwardSmem<T, D, B, C, P, H> sm(smem_raw);
+  const ForwardSmem<Cfg> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   static_assert(H == 1 || F == core::Fusion::kNone, "head pairs without a hook set's per-tile prologue");
   // The walk's tiles are slots: (block, kHeads neighbouring query heads).
@@ -420,7 +466,7 @@ __global__ void __launch_bounds__(ForwardConfig<T, D, B, C, P, H>::kThreads, 1)
         }
       },
       [&](const tile::TileCoords& t, int stage, int consumer)
-          BLOCKATTN_INLINE { forward_tile<T, D, B, C, P, H>(p, hooks, sm, t, stage, consumer, angles, angle_phase); });
+          BLOCKATTN_INLINE { forward_tile<Cfg>(p, hooks, sm, t, stage, consumer, angles, angle_phase); });
 }
 
 }  // namespace blockattn::sm90
@@ -429,8 +475,8 @@ namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
   using Config =
-      sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, B, F, BatchKind::kLong), false,
-                                                    sm90::forward_heads_per_slot(D, B, F, BatchKind::kLong)>,
+      sm90::ForwardLaunchConfig<sm90::ForwardConfigOf<T, D, B, F, sm90::forward_consumers(D, B, F, BatchKind::kLong),
+                                                      false, sm90::forward_heads_per_slot(D, B, F, BatchKind::kLong)>,
                                 sm90::forward_stages_angles(D, B, F, false)>;
   static constexpr auto kernel = sm90::forward_kernel<T, D, B, F, Config::kConsumers, false, Config::kHeads>;
   // For batches of short sequences: forward_consumers()'s count, packed
@@ -438,9 +484,9 @@ struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
   // forward_heads_per_slot(); the same kernel where none changes.
   struct ShortSequences {
     using Config =
-        sm90::ForwardLaunchConfig<sm90::ForwardConfig<T, D, B, sm90::forward_consumers(D, B, F, BatchKind::kShort),
-                                                      sm90::forward_packs_short_sequences(D, B),
-                                                      sm90::forward_heads_per_slot(D, B, F, BatchKind::kShort)>,
+        sm90::ForwardLaunchConfig<sm90::ForwardConfigOf<T, D, B, F, sm90::forward_consumers(D, B, F, BatchKind::kShort),
+                                                        sm90::forward_packs_short_sequences(D, B),
+                                                        sm90::forward_heads_per_slot(D, B, F, BatchKind::kShort)>,
                                   sm90::forward_stages_angles(D, B, F, sm90::forward_packs_short_sequences(D, B))>;
     static constexpr auto kernel =
         sm90::forward_kernel<T, D, B, F, Config::kConsumers, Config::kPacked, Config::kHeads>;
