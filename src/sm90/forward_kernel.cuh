@@ -14,9 +14,10 @@
 //            forward_tile_consumers).
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
-// With rotary at D = 128 (forward_stages_angles) the producer also brings
-// each tile's cos and sin table rows by TMA into a slot of its consumer (of
-// its two row halves' slot group at 128-token blocks), a tile ahead
+// With rotary at D = 128 (and D = 64 at 128-token blocks:
+// forward_stages_angles) the producer also brings each tile's cos and sin
+// table rows by TMA into a slot of its consumer (of the slot group of a
+// shared 128-token tile's row halves), a tile ahead
 // (StagedAngleSlots below), so that the prologue's rotation reads its
 // angles from shared memory instead of waiting on the L2.
 //
