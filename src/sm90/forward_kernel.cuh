@@ -64,18 +64,20 @@ constexpr int forward_consumers(int head_dim, int block_size, core::Fusion fusio
 
 // Consumers that share one 128-token tile of the forward, a 64-row half each
 // (ForwardConfig::kTileConsumers): two, so that both halves of a tile run at
-// once (the plain forward sits at the copy floor so). With rotary at D = 64,
-// one: each consumer rotates a whole tile, then computes its two row halves
-// in turn, so that one consumer's rotation runs under the other's products
-// and softmax; with a shared tile both rotated before either half's S, and
-// the tensor cores waited on every rotation. H200, headline-d64 with a bf16
-// table 2.74 -> 2.33 ms (fp32 tables level; docs/perf.md, "Session 57"). The
-// two consumers' stages and angle slots fit at D = 64 (4 x 48 KB + 2 x
-// 16 KB); at D = 128 a slot each would not. Three consumers a tile each (one
-// stage each) were 3% faster with bf16 tables and 4% slower with fp32.
+// once (the plain forward sits at the copy floor so). With rotary, one: each
+// consumer rotates a whole tile, then computes its two row halves in turn,
+// so that one consumer's rotation runs under the other's products and
+// softmax; with a shared tile both rotated before either half's S, and the
+// tensor cores waited on every rotation. H200, bf16 tables, headline-d64
+// 2.74 -> 2.33 ms, sweep-d128-L256-f0.5 4-6% faster (fp32 tables level;
+// docs/perf.md, "Session 57"). At D = 64 the stages stay four and each
+// consumer has its own angle slot (4 x 48 KB + 2 x 16 KB); at D = 128 each
+// has one 96 KB stage and the two take one angle slot in turn
+// (StagedAngleSlots). Three consumers a tile each at D = 64 (one stage
+// each) were 3% faster with bf16 tables and 4% slower with fp32.
 constexpr int forward_tile_consumers(int head_dim, int block_size, core::Fusion fusion) {
   if (block_size == 64) return 1;
-  return head_dim == 64 && fusion == core::Fusion::kRotary ? 1 : block_size / 64;
+  return fusion == core::Fusion::kRotary ? 1 : block_size / 64;
 }
 
 template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles, int kHeadsPerSlot, int kConsumersPerTile>
@@ -174,32 +176,61 @@ struct ForwardSmem {
   __device__ T* v(int stage, int head = 0) const { return q(stage, head) + Cfg::kHeads * Cfg::kTileBytes; }
 };
 
-// Slot group g's slot of staged rotary table rows (forward_stages_angles),
-// in dynamic shared memory after the ring's barriers (a launch without
-// staged angles leaves the region out: ForwardLaunchConfig): a consumer's
-// own, or a shared 128-token tile's two consumers' together. The producer
-// fills g's slot for g's next tile once g has rotated its current one
-// (`empty`: one arrival per thread of the group after its last read), so
-// the copy runs under g's products of the current tile. One table's rows:
-// kRows x r/2 16-bit values, r <= D.
+// The slots of staged rotary table rows (forward_stages_angles), in
+// dynamic shared memory after the ring's barriers (a launch without staged
+// angles leaves the region out: ForwardLaunchConfig). The producer fills a
+// tile's slot once the slot's previous tile has been rotated (`empty`: one
+// arrival per thread of that tile's slot group after its last read), so
+// that the copy runs under that group's products.
+//   a slot per slot group, where they fit: group g's own (its tiles take
+//     the fixed stages g, g + G, ..., so the producer's stage % G names it);
+//   else one, the groups' tiles in turn (D = 128 at 128-token blocks with a
+//     tile per consumer: two 32 KB slots do not fit beside the two 96 KB
+//     stages). The CTA's tile n (g + G j for group g's j-th) takes fill n,
+//     and its group waits for tile n - 1's release before its `full` wait,
+//     which keeps that barrier within one phase of the fill it waits for
+//     (the group's own previous release has completed: each of its threads
+//     arrives before the group's barrier that ends the prologue).
+// One table's rows: kRows x r/2 16-bit values, r <= D.
 template <typename Cfg>
 struct StagedAngleSlots {
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kHeadDim / 2) * 2;
   static constexpr int kSlotBytes = 2 * kTableBytes;  // cos rows, then sin rows
-  static constexpr int kSlots = Cfg::kSlotGroups;
-  static constexpr int kReaders = 128 * Cfg::kConsumersPerSlot;  // the group's threads
+  static constexpr int kReaders = 128 * Cfg::kConsumersPerSlot;  // a group's threads
   static constexpr int kOffset = (Cfg::kRingBytes + 127) / 128 * 128;
-  static constexpr int kExtraSmemBytes =
-      kOffset + kSlots * (kSlotBytes + 2 * 8) - Cfg::kRingBytes;  // beside Cfg::kSmemBytes
-  unsigned char* slots;                                           // [slot groups][kSlotBytes]
-  Barrier* full;   // [slot groups] producer -> group: the rows have landed
-  Barrier* empty;  // [slot groups] group -> producer: the slot may be refilled
+  static constexpr int extra_smem_bytes(int slots) { return kOffset + slots * (kSlotBytes + 2 * 8) - Cfg::kRingBytes; }
+  // 512 bytes kept for the frame's published tiles (static shared memory).
+  static constexpr int kSlots =
+      Cfg::kSmemBytes + extra_smem_bytes(Cfg::kSlotGroups) + 512 <= 227 * 1024 ? Cfg::kSlotGroups : 1;
+  static constexpr bool kShared = kSlots < Cfg::kSlotGroups;
+  static constexpr int kExtraSmemBytes = extra_smem_bytes(kSlots);  // beside Cfg::kSmemBytes
+  unsigned char* slots;                                             // [kSlots][kSlotBytes]
+  Barrier* full;   // [kSlots] producer -> group: the rows have landed
+  Barrier* empty;  // [kSlots] group -> producer: the slot may be refilled
 
   __device__ explicit StagedAngleSlots(unsigned char* ring)
       : slots(ring + kOffset), full(reinterpret_cast<Barrier*>(slots + kSlots * kSlotBytes)), empty(full + kSlots) {}
-  __device__ unsigned char* cos(int group) const { return slots + group * kSlotBytes; }
-  __device__ unsigned char* sin(int group) const { return cos(group) + kTableBytes; }
+  __device__ unsigned char* cos(int slot) const { return slots + slot * kSlotBytes; }
+  __device__ unsigned char* sin(int slot) const { return cos(slot) + kTableBytes; }
+
+  // Slot group g's slot.
+  __device__ static int slot_of_group(int g) { return kShared ? 0 : g; }
+  // Waits until the rows of slot group g's next tile have landed, and
+  // returns their slot. `turn`, a thread's own: the parity of its own
+  // slot's next fill, or with the shared slot its group's tiles so far.
+  __device__ int wait_for_rows(int g, uint32_t& turn) const {
+    if constexpr (!kShared) {
+      full[g].wait(turn);
+      turn ^= 1;
+      return g;
+    } else {
+      const uint32_t n = g + Cfg::kSlotGroups * turn++;  // consume_tiles' order
+      if (n > 0) empty[0].wait((n - 1) & 1u);           // tile n - 1's release
+      full[0].wait(n & 1u);
+      return 0;
+    }
+  }
 };
 // In place of StagedAngleSlots where a kernel stages none.
 struct NoStagedAngles {
@@ -277,11 +308,12 @@ __device__ __forceinline__ void forward_rows(const Params& p, const Hooks& hooks
 }
 
 // `angles`: StagedAngleSlots where the kernel stages the rotary rows (then
-// `angle_phase` is this consumer's parity of its slot), else NoStagedAngles.
+// `angle_turn` is this thread's place in its slot's fills), else
+// NoStagedAngles.
 template <typename Cfg, typename Hooks, typename Angles>
 __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks, const ForwardSmem<Cfg>& sm,
                                              const tile::TileCoords& slot_coords, int stage, int consumer,
-                                             const Angles& angles, uint32_t& angle_phase) {
+                                             const Angles& angles, uint32_t& angle_turn) {
   using T = typename Cfg::Elem;
   constexpr int D = Cfg::kHeadDim;
   using Layout = typename Cfg::Layout;
@@ -316,14 +348,13 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
     tile::zero_rows_from<Layout, Cfg::kRows, D, kTileThreads>(ops.v, valid, tile_tid);
   }
   constexpr bool kStaged = !std::is_same_v<Angles, NoStagedAngles>;
-  const int group = consumer / Cfg::kConsumersPerSlot;  // its slot group's angle slot, where staged
+  const int group = consumer / Cfg::kConsumersPerSlot;  // its slot group, whose angle slot it reads where staged
   if constexpr (!kStaged) {
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   } else if (p.staged_angles) {
-    angles.full[group].wait(angle_phase);
-    angle_phase ^= 1;
+    const int slot = angles.wait_for_rows(group, angle_turn);
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(
-        t, tile_tid, ops.q, ops.k, ops.v, tile::StagedAngles{angles.cos(group), angles.sin(group), t.first_position});
+        t, tile_tid, ops.q, ops.k, ops.v, tile::StagedAngles{angles.cos(slot), angles.sin(slot), t.first_position});
   } else {
     hooks.template prologue<Layout, Cfg::kRows, D, kTileThreads>(t, tile_tid, ops.q, ops.k, ops.v);
   }
@@ -334,7 +365,7 @@ __device__ __forceinline__ void forward_tile(const Params& p, const Hooks& hooks
     // for them; an arrival does not: the per-tile backward's, before its
     // fence, released loads still outstanding, docs/perf.md "Session 56").
     if constexpr (kStaged) {
-      if (p.staged_angles) angles.empty[group].arrive();
+      if (p.staged_angles) angles.empty[Angles::slot_of_group(group)].arrive();
     }
     if constexpr (Cfg::kTileConsumers == 1)
       named_barrier_sync(barrier_id, 128);
@@ -384,8 +415,8 @@ __device__ __forceinline__ void load_head_pairs(const Params& p, const ForwardSm
   }
 }
 
-// The producer's copy of tile t's table rows into slot group g's slot, once
-// g has rotated its previous tile: kRows rows of each table from the
+// The producer's copy of tile t's table rows into slot g, once the slot's
+// previous tile has been rotated: kRows rows of each table from the
 // block's first position (rows past the table read as zeros; the prologue
 // treats those positions as the identity without reading them).
 template <typename Slots>
@@ -419,8 +450,6 @@ __global__ void __launch_bounds__(ForwardConfigOf<T, D, B, F, C, P, H>::kThreads
   using Angles = std::conditional_t<kStagedAngles, StagedAngleSlots<Cfg>, NoStagedAngles>;
   const Angles angles(sm.tiles);
   if constexpr (kStagedAngles) {
-    // Slot group g takes the fixed stages g, g + G, ... (ForwardConfig
-    // asserts whole stages per group), so stage % G names its angle slot.
     static_assert(H == 1, "one query head a slot");
     static_assert(ForwardLaunchConfig<Cfg, true>::kSmemBytes + 512 <= 227 * 1024,
                   "the angle slots do not fit beside the ring and the published tiles");
@@ -433,8 +462,8 @@ __global__ void __launch_bounds__(ForwardConfigOf<T, D, B, F, C, P, H>::kThreads
       }
     }
   }
-  uint32_t angle_loads = 0;  // the producer's: bit g is the parity of slot group g's fills
-  uint32_t angle_phase = 0;  // a consumer thread's: the parity of its group's slot's next fill
+  uint32_t angle_loads = 0;  // the producer's: bit g is the parity of slot g's fills
+  uint32_t angle_turn = 0;   // a consumer thread's (StagedAngleSlots::wait_for_rows)
 
   // The consumers take the producer's coordinates as published: with the
   // hooks' look_ahead on them (what the backward does), the rotary forward
@@ -463,11 +492,11 @@ __global__ void __launch_bounds__(ForwardConfigOf<T, D, B, F, C, P, H>::kThreads
           load_head_pairs(p, sm, t, stage, full);
         }
         if constexpr (kStagedAngles) {
-          if (p.staged_angles) load_angles(p, angles, t, stage % Cfg::kSlotGroups, angle_loads);
+          if (p.staged_angles) load_angles(p, angles, t, stage % Angles::kSlots, angle_loads);
         }
       },
       [&](const tile::TileCoords& t, int stage, int consumer)
-          BLOCKATTN_INLINE { forward_tile<Cfg>(p, hooks, sm, t, stage, consumer, angles, angle_phase); });
+          BLOCKATTN_INLINE { forward_tile<Cfg>(p, hooks, sm, t, stage, consumer, angles, angle_turn); });
 }
 
 }  // namespace blockattn::sm90
