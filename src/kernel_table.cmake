@@ -82,8 +82,8 @@ set(BLOCKATTN_KERNEL_TABLE
   "sm80     backward   64        128         bf16,fp16  none,rotary  auto"
   "sm80     backward   128       128         bf16,fp16  none         auto"
   # The sm90 forward and backward share each 128-token tile between their two
-  # consumer warpgroups (the forward's ForwardConfig::kTileConsumers, but for
-  # rotary at D = 64; sm90/shared_tile_backward.cuh). The forward, H200, % of copy (session 50):
+  # consumer warpgroups (the forward's ForwardConfig::kTileConsumers, but with
+  # rotary; sm90/shared_tile_backward.cuh). The forward, H200, % of copy (session 50):
   # headline-d64 102-105 vs sm80's 65-67, headline-d128 103-105 vs 75-76;
   # on the H100 not yet measured (sm80 read 92.2 and 98.1 there). With
   # rotary at D = 64 3.10 vs sm80's 3.54 ms (headline-d64, fp32 tables);
