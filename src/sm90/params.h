@@ -56,11 +56,11 @@ constexpr int forward_heads_per_slot(int head_dim, int block_size, core::Fusion 
 // 16-bit tables allow it (the host's choice, Params::staged_angles): at
 // D = 128 on long batches, where two 16 KB slots fit beside the four 48 KB
 // stages and the table's loads after the stage wait were what the rotary
-// forward cost (docs/perf.md, "Session 43"). At 128-token blocks a slot per
-// slot group: one for the two row halves of a tile at D = 128, 32 KB beside
-// the two 96 KB stages; one per consumer at D = 64, where each takes whole
-// tiles (forward_tile_consumers), two 16 KB slots beside the four 48 KB
-// stages. (D = 64 at 64-token blocks has none: a third consumer hides the
+// forward cost (docs/perf.md, "Session 43"). At 128-token blocks, where
+// each consumer takes whole tiles (forward_tile_consumers): at D = 64 a
+// 16 KB slot per consumer beside the four 48 KB stages; at D = 128 one
+// 32 KB slot beside the two 96 KB stages, which the two consumers take in
+// turn. (D = 64 at 64-token blocks has none: a third consumer hides the
 // table's reads.)
 constexpr bool forward_stages_angles(int head_dim, int block_size, core::Fusion fusion, bool packed_tiles) {
   const bool fits = head_dim == 128 ? block_size == 64 || block_size == 128 : head_dim == 64 && block_size == 128;
