@@ -10,7 +10,7 @@
 //            and leaves with 16-byte stores that skip rows past the block end.
 //            A 128-token tile is shared by two consumers, a 64-row half each
 //            against all 128 keys (a slot group in the frame's terms), or
-//            taken whole by one, row half after row half (rotary at D = 64:
+//            taken whole by one, row half after row half (rotary:
 //            forward_tile_consumers).
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
@@ -68,9 +68,9 @@ constexpr int forward_consumers(int head_dim, int block_size, core::Fusion fusio
 // consumer rotates a whole tile, then computes its two row halves in turn,
 // so that one consumer's rotation runs under the other's products and
 // softmax; with a shared tile both rotated before either half's S, and the
-// tensor cores waited on every rotation. H200, bf16 tables, headline-d64
-// 2.74 -> 2.33 ms, sweep-d128-L256-f0.5 4-6% faster (fp32 tables level;
-// docs/perf.md, "Session 57"). At D = 64 the stages stay four and each
+// tensor cores waited on every rotation. H200, bf16 tables: headline-d64
+// 2.74 -> 2.29-2.36 ms, headline-d128 and sweep-d128-L256-f0.5 4-6% faster
+// (fp32 tables level; docs/perf.md, "Session 57"). At D = 64 the stages stay four and each
 // consumer has its own angle slot (4 x 48 KB + 2 x 16 KB); at D = 128 each
 // has one 96 KB stage and the two take one angle slot in turn
 // (StagedAngleSlots). Three consumers a tile each at D = 64 (one stage
@@ -183,7 +183,8 @@ struct ForwardSmem {
 // arrival per thread of that tile's slot group after its last read), so
 // that the copy runs under that group's products.
 //   a slot per slot group, where they fit: group g's own (its tiles take
-//     the fixed stages g, g + G, ..., so the producer's stage % G names it);
+//     the fixed stages g, g + G, ..., so the producer's stage % kSlots
+//     names it);
 //   else one, the groups' tiles in turn (D = 128 at 128-token blocks with a
 //     tile per consumer: two 32 KB slots do not fit beside the two 96 KB
 //     stages). The CTA's tile n (g + G j for group g's j-th) takes fill n,
