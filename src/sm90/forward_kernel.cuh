@@ -69,8 +69,10 @@ constexpr int forward_consumers(int head_dim, int block_size, core::Fusion fusio
 // so that one consumer's rotation runs under the other's products and
 // softmax; with a shared tile both rotated before either half's S, and the
 // tensor cores waited on every rotation. H200, bf16 tables: headline-d64
-// 2.74 -> 2.29-2.36 ms, headline-d128 and sweep-d128-L256-f0.5 4-6% faster
-// (fp32 tables level; docs/perf.md, "Session 57"). At D = 64 the stages stay four and each
+// 2.74 -> 2.29-2.36 ms, headline-d128 and sweep-d128-L256-f0.5 4-6% faster.
+// fp32 tables: level at D = 64, 7% slower at D = 128 (3.21 -> 3.43 ms at
+// headline-d128), where kAuto takes the portable kernel for them (3.02;
+// docs/perf.md, "Session 57"). At D = 64 the stages stay four and each
 // consumer has its own angle slot (4 x 48 KB + 2 x 16 KB); at D = 128 each
 // has one 96 KB stage and the two take one angle slot in turn
 // (StagedAngleSlots). Three consumers a tile each at D = 64 (one stage
