@@ -105,7 +105,21 @@ struct Result {
   double fwd_ms, bwd_ms, fwd_floor_ms, bwd_floor_ms, fwd_tflops, bwd_tflops, max_rel_err;
   double rotary_fwd_ms = 0, rotary_bwd_ms = 0;            // with --rotary: fp32 table
   double rotary_bf16_fwd_ms = 0, rotary_bf16_bwd_ms = 0;  // 16-bit table (the inputs' type)
+  // The paths that ran them, [fp32 table, 16-bit table] (kAuto's choice may
+  // differ by table type); "-" where the backward was not measured.
+  const char* rotary_fwd_path[2] = {"-", "-"};
+  const char* rotary_bwd_path[2] = {"-", "-"};
 };
+
+// The path forward()/backward() takes for these arguments.
+const char* forward_path(const ForwardArgs& a) {
+  Backend b;
+  return forward_backend(a, &b).ok() ? backend_name(b) : "-";
+}
+const char* backward_path(const BackwardArgs& a) {
+  Backend b;
+  return backward_backend(a, &b).ok() ? backend_name(b) : "-";
+}
 
 template <typename Elem>
 Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary, int block_size) {
@@ -186,6 +200,8 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
     BA_CHECK_CUDA(cudaDeviceSynchronize());
     r.rotary_fwd_ms = median_ms(fwd, reps);
     r.rotary_bwd_ms = rotary_bwd_ms();
+    r.rotary_fwd_path[0] = forward_path(fa);
+    if (rotary_bwd.ok()) r.rotary_bwd_path[0] = backward_path(ba);
     // The same table in the inputs' 16-bit type (half the angle bytes per tile).
     std::vector<Elem> table16(table.size());
     for (size_t i = 0; i < table.size(); ++i)
@@ -200,6 +216,8 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
     BA_CHECK_CUDA(cudaDeviceSynchronize());
     r.rotary_bf16_fwd_ms = median_ms(fwd, reps);
     r.rotary_bf16_bwd_ms = rotary_bwd_ms();
+    r.rotary_fwd_path[1] = forward_path(fa);
+    if (rotary_bwd.ok()) r.rotary_bwd_path[1] = backward_path(ba);
     fa.rotary = ba.rotary = Rotary{};
   }
 
@@ -243,12 +261,14 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
                  "\"fill\": %.2f, \"tokens\": %lld, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_floor_ms\": %.4f, "
                  "\"bwd_floor_ms\": %.4f, \"fwd_pct_copy\": %.2f, \"bwd_pct_copy\": %.2f, \"fwd_tflops\": %.2f, "
                  "\"bwd_tflops\": %.2f, \"max_rel_err\": %.3e, \"rotary_fwd_ms\": %.4f, \"rotary_bwd_ms\": %s, "
-                 "\"rotary_bf16_fwd_ms\": %.4f, \"rotary_bf16_bwd_ms\": %s}%s\n",
+                 "\"rotary_bf16_fwd_ms\": %.4f, \"rotary_bf16_bwd_ms\": %s, \"rotary_fwd_paths\": [\"%s\", \"%s\"], "
+                 "\"rotary_bwd_paths\": [\"%s\", \"%s\"]}%s\n",
                  r.w.name.c_str(), r.w.num_seqs, r.w.num_q_heads, r.w.num_kv_heads, r.w.head_dim, r.w.max_len, r.w.fill,
                  static_cast<long long>(r.tokens), r.fwd_ms, r.bwd_ms, r.fwd_floor_ms, r.bwd_floor_ms,
                  100 * r.fwd_floor_ms / r.fwd_ms, 100 * r.bwd_floor_ms / r.bwd_ms, r.fwd_tflops, r.bwd_tflops,
                  r.max_rel_err, r.rotary_fwd_ms, json_ms(r.rotary_bwd_ms).c_str(), r.rotary_bf16_fwd_ms,
-                 json_ms(r.rotary_bf16_bwd_ms).c_str(), i + 1 < results.size() ? "," : "");
+                 json_ms(r.rotary_bf16_bwd_ms).c_str(), r.rotary_fwd_path[0], r.rotary_fwd_path[1],
+                 r.rotary_bwd_path[0], r.rotary_bwd_path[1], i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
@@ -352,13 +372,18 @@ int main(int argc, char** argv) {
   }
   if (with_rotary) {
     std::printf(
-        "\nfused rotary (q, k, v rotated), same run; fp32 table, then bf16 table:\n%-24s %9s %9s %7s %9s %9s "
-        "%7s %8s %8s\n",
-        "workload", "fwd ms", "rope ms", "ratio", "bwd ms", "rope ms", "ratio", "bf16 fwd", "bf16 bwd");
-    for (const Result& r : results)
-      std::printf("%-24s %9.3f %9.3f %6.3fx %9.3f %9.3f %6.3fx %7.3fx %7.3fx\n", r.w.name.c_str(), r.fwd_ms,
+        "\nfused rotary (q, k, v rotated), same run; fp32 table, then bf16 table, and the paths that ran them "
+        "(fp32 / bf16 table):\n%-24s %9s %9s %7s %9s %9s %7s %8s %8s  %-17s %s\n",
+        "workload", "fwd ms", "rope ms", "ratio", "bwd ms", "rope ms", "ratio", "bf16 fwd", "bf16 bwd", "fwd paths",
+        "bwd paths");
+    for (const Result& r : results) {
+      char fwd_paths[40], bwd_paths[40];
+      std::snprintf(fwd_paths, sizeof fwd_paths, "%s/%s", r.rotary_fwd_path[0], r.rotary_fwd_path[1]);
+      std::snprintf(bwd_paths, sizeof bwd_paths, "%s/%s", r.rotary_bwd_path[0], r.rotary_bwd_path[1]);
+      std::printf("%-24s %9.3f %9.3f %6.3fx %9.3f %9.3f %6.3fx %7.3fx %7.3fx  %-17s %s\n", r.w.name.c_str(), r.fwd_ms,
                   r.rotary_fwd_ms, r.rotary_fwd_ms / r.fwd_ms, r.bwd_ms, r.rotary_bwd_ms, r.rotary_bwd_ms / r.bwd_ms,
-                  r.rotary_bf16_fwd_ms / r.fwd_ms, r.rotary_bf16_bwd_ms / r.bwd_ms);
+                  r.rotary_bf16_fwd_ms / r.fwd_ms, r.rotary_bf16_bwd_ms / r.bwd_ms, fwd_paths, bwd_paths);
+    }
   }
   if (!json.empty())
     write_json(json.c_str(), results, copy_tbs, prop.name, fp16 ? "fp16" : "bf16",
