@@ -192,8 +192,11 @@ struct ForwardSmem {
 //     stages). The CTA's tile n (g + G j for group g's j-th) takes fill n,
 //     and its group waits for tile n - 1's release before its `full` wait,
 //     which keeps that barrier within one phase of the fill it waits for
-//     (the group's own previous release has completed: each of its threads
-//     arrives before the group's barrier that ends the prologue).
+//     (the group's own previous release, tile n - 2's, has completed: each
+//     of its threads arrives before the group's barrier that ends the
+//     prologue). With three groups tile n - 2 would be another group's,
+//     whose release may still be pending: the `empty` wait could then
+//     take release n - 3's phase for n - 1's.
 // One table's rows: kRows x r/2 16-bit values, r <= D.
 template <typename Cfg>
 struct StagedAngleSlots {
@@ -207,6 +210,7 @@ struct StagedAngleSlots {
   static constexpr int kSlots =
       Cfg::kSmemBytes + extra_smem_bytes(Cfg::kSlotGroups) + 512 <= 227 * 1024 ? Cfg::kSlotGroups : 1;
   static constexpr bool kShared = kSlots < Cfg::kSlotGroups;
+  static_assert(!kShared || Cfg::kSlotGroups == 2, "the shared slot's waits hold for two slot groups (above)");
   static constexpr int kExtraSmemBytes = extra_smem_bytes(kSlots);  // beside Cfg::kSmemBytes
   unsigned char* slots;                                             // [kSlots][kSlotBytes]
   Barrier* full;   // [kSlots] producer -> group: the rows have landed
