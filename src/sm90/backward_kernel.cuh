@@ -161,6 +161,10 @@ struct BackwardSmem {
 template <typename Cfg>
 struct BackwardAngleSlots {
   static constexpr int kSlots = Cfg::kConsumers == 3 ? 3 : 1;
+  // One slot in turn keeps `full` within a phase only for two consumers:
+  // with more, tile n - 2's release may be another consumer's, still
+  // pending (sm90/forward_kernel.cuh's StagedAngleSlots says how).
+  static_assert(kSlots == Cfg::kConsumers || Cfg::kConsumers == 2, "a slot per consumer, or one for two in turn");
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kPaddedD / 2) * 2;  // one table's rows, 16-bit, r <= D
   static constexpr int kSlotBytes = 2 * kTableBytes;                        // cos rows, then sin rows
