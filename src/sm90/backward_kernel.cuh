@@ -160,11 +160,11 @@ struct BackwardSmem {
 // In dynamic shared memory after the ring's barriers.
 template <typename Cfg>
 struct BackwardAngleSlots {
-  static constexpr int kSlots = Cfg::kConsumers == 3 ? 3 : 1;
   // One slot in turn keeps `full` within a phase only for two consumers:
   // with more, tile n - 2's release may be another consumer's, still
-  // pending (sm90/forward_kernel.cuh's StagedAngleSlots says how).
-  static_assert(kSlots == Cfg::kConsumers || Cfg::kConsumers == 2, "a slot per consumer, or one for two in turn");
+  // pending (sm90/forward_kernel.cuh's StagedAngleSlots says how; the
+  // kernel asserts it).
+  static constexpr int kSlots = Cfg::kConsumers == 3 ? 3 : 1;
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kPaddedD / 2) * 2;  // one table's rows, 16-bit, r <= D
   static constexpr int kSlotBytes = 2 * kTableBytes;                        // cos rows, then sin rows
@@ -390,6 +390,7 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
   if constexpr (kStagedAngles) {
     static_assert(BackwardLaunchConfig<Cfg>::kSmemBytes + 512 <= 227 * 1024,
                   "the angle slots do not fit beside the ring and the published tiles");
+    static_assert(Slots::kSlots == Cfg::kConsumers || Cfg::kConsumers == 2, "a slot per consumer, or one for two in turn");
     if (threadIdx.x == 0) {
       for (int s = 0; s < Slots::kSlots; ++s) {
         slots.full[s].init(1);

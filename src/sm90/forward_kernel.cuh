@@ -210,7 +210,6 @@ struct StagedAngleSlots {
   static constexpr int kSlots =
       Cfg::kSmemBytes + extra_smem_bytes(Cfg::kSlotGroups) + 512 <= 227 * 1024 ? Cfg::kSlotGroups : 1;
   static constexpr bool kShared = kSlots < Cfg::kSlotGroups;
-  static_assert(!kShared || Cfg::kSlotGroups == 2, "the shared slot's waits hold for two slot groups (above)");
   static constexpr int kExtraSmemBytes = extra_smem_bytes(kSlots);  // beside Cfg::kSmemBytes
   unsigned char* slots;                                             // [kSlots][kSlotBytes]
   Barrier* full;   // [kSlots] producer -> group: the rows have landed
@@ -458,6 +457,7 @@ __global__ void __launch_bounds__(ForwardConfigOf<T, D, B, F, C, P, H>::kThreads
   const Angles angles(sm.tiles);
   if constexpr (kStagedAngles) {
     static_assert(H == 1, "one query head a slot");
+    static_assert(!Angles::kShared || Cfg::kSlotGroups == 2, "the shared slot's waits hold for two slot groups");
     static_assert(ForwardLaunchConfig<Cfg, true>::kSmemBytes + 512 <= 227 * 1024,
                   "the angle slots do not fit beside the ring and the published tiles");
     // Only where the launch has the slots' region (launch_smem_bytes); made
