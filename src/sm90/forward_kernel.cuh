@@ -77,9 +77,8 @@ constexpr int forward_consumers(int head_dim, int block_size, core::Fusion fusio
 // has one 96 KB stage and the two take one angle slot in turn
 // (StagedAngleSlots). Three consumers a tile each at D = 64 (one stage
 // each) were 3% faster with bf16 tables and 4% slower with fp32.
-constexpr int forward_tile_consumers(int head_dim, int block_size, core::Fusion fusion) {
-  if (block_size == 64) return 1;
-  return fusion == core::Fusion::kRotary ? 1 : block_size / 64;
+constexpr int forward_tile_consumers(int block_size, core::Fusion fusion) {
+  return fusion == core::Fusion::kRotary ? 1 : block_size / 64;  // a 64-token tile has one half
 }
 
 template <typename T, int D, int B, int kConsumerGroups, bool kPackedTiles, int kHeadsPerSlot, int kConsumersPerTile>
@@ -437,7 +436,7 @@ __device__ __forceinline__ void load_angles(const Params& p, const Slots& angles
 
 // The kernel's config: its tile consumers follow from the rest (forward_tile_consumers).
 template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
-using ForwardConfigOf = ForwardConfig<T, D, B, C, P, H, forward_tile_consumers(D, B, F)>;
+using ForwardConfigOf = ForwardConfig<T, D, B, C, P, H, forward_tile_consumers(B, F)>;
 
 template <typename T, int D, int B, core::Fusion F, int C, bool P, int H>
 __global__ void __launch_bounds__(ForwardConfigOf<T, D, B, F, C, P, H>::kThreads, 1)
