@@ -148,8 +148,8 @@ struct BackwardSmem {
 // (backward_stages_angles): the CTA's tile n takes slot n % kSlots, which
 // the producer fills once the slot's previous tile, n - kSlots, has
 // released it (`empty`: 128 arrivals, the prologue's consumer threads).
-// Tile n's consumer waits for that release first, which keeps the slot's
-// `full` barrier within one phase of what it waits for.
+// Tile n's consumer waits for that release, then for the fill
+// (wait_for_fill_in_turn, sm90/sync.cuh).
 //   D = 128: one slot, the two consumers' tiles in turn (16 KB, freed by dS
 //            in V's buffer);
 //   D = 64:  a slot per consumer (consume_tiles gives consumer c the tiles
@@ -160,10 +160,8 @@ struct BackwardSmem {
 // In dynamic shared memory after the ring's barriers.
 template <typename Cfg>
 struct BackwardAngleSlots {
-  // One slot in turn keeps `full` within a phase only for two consumers:
-  // with more, tile n - 2's release may be another consumer's, still
-  // pending (sm90/forward_kernel.cuh's StagedAngleSlots says how; the
-  // kernel asserts it).
+  // One slot in turn serves two consumers at most (wait_for_fill_in_turn,
+  // sm90/sync.cuh; the kernel asserts it).
   static constexpr int kSlots = Cfg::kConsumers == 3 ? 3 : 1;
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kPaddedD / 2) * 2;  // one table's rows, 16-bit, r <= D
@@ -245,8 +243,7 @@ __device__ __forceinline__ void backward_tile(const Params& p, const Hooks& hook
   } else if (p.staged_angles) {
     const int slot = Slots::slot_of(tile_index);
     const uint32_t use = Slots::use_of(tile_index);
-    if (use > 0) slots.empty[slot].wait((use - 1) & 1u);  // the slot's previous tile's release
-    slots.full[slot].wait(use & 1u);
+    wait_for_fill_in_turn(slots.full[slot], slots.empty[slot], use);
     // The rows were copied as one range from the block's first position: a
     // tile packing several sequences with in-sequence positions (the
     // backward's tiles table packs short ones) reads the table itself.

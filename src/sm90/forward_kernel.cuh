@@ -188,14 +188,11 @@ struct ForwardSmem {
 //     names it);
 //   else one, the groups' tiles in turn (D = 128 at 128-token blocks with a
 //     tile per consumer: two 32 KB slots do not fit beside the two 96 KB
-//     stages). The CTA's tile n (g + G j for group g's j-th) takes fill n,
-//     and its group waits for tile n - 1's release before its `full` wait,
-//     which keeps that barrier within one phase of the fill it waits for
-//     (the group's own previous release, tile n - 2's, has completed: each
-//     of its threads arrives before the group's barrier that ends the
-//     prologue). With three groups tile n - 2 would be another group's,
-//     whose release may still be pending: the `empty` wait could then
-//     take release n - 3's phase for n - 1's.
+//     stages). The CTA's tile n (g + G j for group g's j-th) takes fill n
+//     (wait_for_fill_in_turn, sm90/sync.cuh, which says why only two
+//     groups may share it; the group's own previous release, tile n - 2's,
+//     has completed: each of its threads arrives before the group's
+//     barrier that ends the prologue).
 // One table's rows: kRows x r/2 16-bit values, r <= D.
 template <typename Cfg>
 struct StagedAngleSlots {
@@ -230,9 +227,8 @@ struct StagedAngleSlots {
       turn ^= 1;
       return g;
     } else {
-      const uint32_t n = g + Cfg::kSlotGroups * turn++;  // consume_tiles' order
-      if (n > 0) empty[0].wait((n - 1) & 1u);           // tile n - 1's release
-      full[0].wait(n & 1u);
+      const uint32_t n = g + Cfg::kSlotGroups * turn++;  // consume_tiles' order: the slot's n-th use
+      wait_for_fill_in_turn(full[0], empty[0], n);
       return 0;
     }
   }

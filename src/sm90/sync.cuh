@@ -41,6 +41,19 @@ struct RingSlot {
   __device__ uint32_t empty_parity() const { return phase ^ 1; }  // producer waits for the release
 };
 
+// A reader's wait for the `use`-th fill of a slot that its readers take in
+// turn (the staged rotary rows of sm90/forward_kernel.cuh and
+// sm90/backward_kernel.cuh): the slot's previous use's release first, then
+// the fill. The release wait is what keeps `full` within one phase of the
+// fill waited for, given that the use before that one has been released
+// too. With two readers in turn that is the reader's own earlier use; with
+// three it may be another reader's, still pending, and the `empty` wait
+// could take the phase of use - 3 for use - 1's (the kernels assert two).
+__device__ __forceinline__ void wait_for_fill_in_turn(Barrier& full, Barrier& empty, uint32_t use) {
+  if (use > 0) empty.wait((use - 1) & 1u);
+  full.wait(use & 1u);
+}
+
 // Makes mbarrier initialization visible to the async proxy (TMA).
 __device__ __forceinline__ void fence_barrier_init() { ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); }
 
