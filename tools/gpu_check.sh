@@ -42,7 +42,7 @@ if want build; then
        -DBLOCKATTN_MANUAL_KERNELS=ON \
        >"$OUT/build.log" 2>&1 &&
      cmake --build build -j 16 >>"$OUT/build.log" 2>&1; then
-    note build "ok ($(grep -c 'spill' "$OUT/build.log") ptxas spill lines, $(grep -c 'C7510' "$OUT/build.log") wgmma serialized by a call)"
+    note build "ok ($(grep -c 'spill' "$OUT/build.log") ptxas spill lines, $(grep -c 'C7510' "$OUT/build.log") wgmma serialized by a call, $(grep -c 'C7512' "$OUT/build.log") for registers: the prepared rotary backward's, chosen)"
   else
     tail -40 "$OUT/build.log"; note build FAILED; printf '%s\n' "${summary[@]}"; exit 1
   fi

@@ -29,15 +29,13 @@ __device__ __forceinline__ void load_backward_tensor(const Params& p, const tile
   load_block_tiles<Layout, kChunks>(tiles, t.block.row_begin, full);
 }
 
-// The consumers' first step on a tile, all kThreads of them (`tid` in
-// [0, kThreads)): wait for the four tensors, zero their rows past the block
-// end (every product must see zeros there), run the prologue hook, and order
+// A tile's preparation, by kThreads threads (`tid` in [0, kThreads)) that
+// have waited for its four tensors: zero their rows past the block end
+// (every product must see zeros there), run the prologue hook, and order
 // those generic writes before the products (async proxy) read them.
 template <typename Layout, int kRows, int kCols, int kThreads, typename T, typename Hooks, typename Tensors>
-__device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const tile::TileCoords& t, const Tensors& in,
-                                                    int tid) {
-  for (int n = 0; n < kBackwardTensors; ++n)
-    in.wait(n);
+__device__ __forceinline__ void prepare_backward_tensors(const Hooks& hooks, const tile::TileCoords& t,
+                                                         const Tensors& in, int tid) {
   const int valid = t.block.row_count;
   T* const q = in.template data<T>(kTensorQ);
   T* const k = in.template data<T>(kTensorK);
@@ -49,10 +47,36 @@ __device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const ti
     tile::zero_rows_from<Layout, kRows, kCols, kThreads>(in.template data<T>(kTensorDout), valid, tid);
   }
   hooks.template prologue<Layout, kRows, kCols, kThreads>(t, tid, q, k, v);
-  if (valid < kRows || Hooks::kModifiesOperands) {
-    fence_async_shared();
-    named_barrier_sync(kConsumersBarrier, kThreads);
+  if (valid < kRows || Hooks::kModifiesOperands) fence_async_shared();
+}
+
+// The consumers' first step on a tile, all kThreads of them: wait for the
+// four tensors and, unless the preparers did (a prepared ring), prepare them
+// together.
+template <typename Layout, int kRows, int kCols, int kThreads, typename T, typename Hooks, typename Tensors>
+__device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const tile::TileCoords& t, const Tensors& in,
+                                                    int tid) {
+  for (int n = 0; n < kBackwardTensors; ++n)
+    in.wait(n);
+  if constexpr (!Tensors::kPrepared) {
+    prepare_backward_tensors<Layout, kRows, kCols, kThreads, T>(hooks, t, in, tid);
+    // Every consumer's writes are done before any product reads the tiles.
+    if (t.block.row_count < kRows || Hooks::kModifiesOperands) named_barrier_sync(kConsumersBarrier, kThreads);
   }
+}
+
+// The preparers' part of a tile in a prepared ring (tensor_ring.cuh): the
+// same preparation by warpgroup 0's three spare warps, handed over by
+// `ready`.
+template <typename Layout, int kRows, int kCols, typename T, typename Hooks, typename Tensors>
+__device__ __forceinline__ void prepare_backward_tile(const Hooks& hooks, const tile::TileCoords& t,
+                                                      const Tensors& in, int tid) {
+  constexpr int kThreads = Tensors::kPreparers;
+  for (int n = 0; n < kBackwardTensors; ++n)
+    in.wait_landed(n);
+  prepare_backward_tensors<Layout, kRows, kCols, kThreads, T>(hooks, t, in, tid);
+  for (int n = 0; n < kBackwardTensors; ++n)
+    in.mark_ready(n);
 }
 
 // A whole kernel body: the tensor ring frame over the (block, head) tiles
@@ -68,6 +92,11 @@ __device__ __forceinline__ void run_backward_tensor_ring(const Params& p, const 
       ring, num_tiles, [&](int tile) { return hooks.look_ahead(tile::TileCoords::per_query_head(p.attn, tile)); },
       [&](const tile::TileCoords& t, int n, unsigned char* slot, Barrier& full) {
         load_backward_tensor<typename Cfg::Layout, Cfg::kChunks>(p, t, n, slot, full);
+      },
+      [&](const tile::TileCoords& t, const auto& tensors, int tid) BLOCKATTN_INLINE {
+        if constexpr (Ring::kPrepared)  // a kernel without preparers names no element type here
+          prepare_backward_tile<typename Cfg::Layout, Cfg::kRows, Cfg::kHeadDim, typename Cfg::Elem>(hooks, t,
+                                                                                                    tensors, tid);
       },
       op);
 }

@@ -35,11 +35,13 @@
 
 namespace blockattn::sm90 {
 
-// Runs `producer()` on thread 0 of warpgroup 0 and `consumer(c)` on
-// warpgroup 1 + c, each role with its register budget (setmaxnreg: one role
-// per branch). The caller has initialized its barriers and synchronized.
-template <typename Cfg, typename Producer, typename Consumer>
-__device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& consumer) {
+// Runs `producer()` on thread 0 of warpgroup 0, `helper(tid)` on warpgroup
+// 0's other three warps (tid in [0, 96)), and `consumer(c)` on warpgroup
+// 1 + c, each role with its register budget (setmaxnreg: one role per
+// branch; the helpers live within the producer's). The caller has
+// initialized its barriers and synchronized.
+template <typename Cfg, typename Producer, typename Helper, typename Consumer>
+__device__ __forceinline__ void split_roles(Producer&& producer, Helper&& helper, Consumer&& consumer) {
   // setmaxnreg.inc waits for registers that other warps of the CTA released:
   // the budgets must fit what the CTA was launched with (64K registers over
   // its threads, per thread a multiple of 8), or the consumers wait forever.
@@ -53,10 +55,16 @@ __device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& cons
   if (warpgroup == 0) {
     set_max_registers_dec<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) producer();
+    if (threadIdx.x >= 32) helper(static_cast<int>(threadIdx.x) - 32);
   } else {
     set_max_registers_inc<Cfg::kConsumerRegs>();
     consumer(warpgroup - 1);
   }
+}
+// The same where warpgroup 0's other warps idle.
+template <typename Cfg, typename Producer, typename Consumer>
+__device__ __forceinline__ void split_roles(Producer&& producer, Consumer&& consumer) {
+  split_roles<Cfg>(producer, [](int) {}, consumer);
 }
 
 // Where consumers share stages (kStages not a multiple of kSlotGroups), the

@@ -21,6 +21,11 @@
 // through the P and dS tiles once every warp holds its transposed operands
 // in registers: dQ and dK staged in P's, dV in dS's. Stores skip rows past
 // the block end.
+//
+// With rotary at D = 64 the producer warpgroup's three spare warps rotate
+// each tile's Q, K and V as they land (a prepared ring, tensor_ring.cuh):
+// the ten slots hold two and a half tiles, so the rotation of the next
+// tile runs under this one's products (shared_tile_prepares).
 #pragma once
 
 #include "common/opaque.cuh"
@@ -35,8 +40,18 @@
 
 namespace blockattn::sm90 {
 
-template <typename T, int D>
+// Whether the producer warpgroup's three spare warps prepare each tile (the
+// rotary prologue) for the consumers, a tile or more ahead (a prepared
+// ring, tensor_ring.cuh).
+constexpr bool shared_tile_prepares(int head_dim, core::Fusion fusion) {
+  return fusion == core::Fusion::kRotary && head_dim == 64;
+}
+
+template <typename T, int D, bool kPreparedTiles = false>
 struct SharedTileBackwardConfig {
+  using Elem = T;
+  static constexpr int kHeadDim = D;
+  static constexpr bool kPrepared = kPreparedTiles;
   static_assert(D % 64 == 0 && D <= 128,
                 "whole 64-column chunks, and outputs of at most 128 columns (they are staged in the 128 x 128 P tile)");
   static constexpr int kRows = 128;  // query rows = key rows of a tile, and the TMA box rows
@@ -60,11 +75,17 @@ struct SharedTileBackwardConfig {
   // Every slot that fits beside the scratch in the 227 KB a CTA may have:
   // 5 at D = 128 (one tensor of the next tile loads while a tile starts),
   // 10 at D = 64.
-  static constexpr int kSlots = TensorRingBudget<kSlotBytes, kScratchBytes>::kSlots;
+  using Budget = TensorRingBudget<kSlotBytes, kScratchBytes, 0, kPrepared ? 3 : 2>;
+  static constexpr int kSlots = Budget::kSlots;
   static_assert(kSlots > kTensors, "a tile's tensors and at least one of the next tile's");
-  static constexpr int kSmemBytes = TensorRingBudget<kSlotBytes, kScratchBytes>::kSmemBytes;
-  // 128 x 40 + 256 x 232 <= 64K: S and dP alone are 128 registers.
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kSmemBytes = Budget::kSmemBytes;
+  // 128 x 40 + 256 x 232 <= 64K: S and dP alone are 128 registers. With
+  // preparers, 128 x 80 + 256 x 200: the preparers' throughput bounds the
+  // kernel, and their rotation spills below 80 (792 bytes at 40, 44 at 56).
+  // At 200 ptxas serializes the consumers' wgmma (C7512: it needs 224), and
+  // that costs less: with 56 + 224 the rotary backward ran 7-10% slower
+  // than with 80 + 200 (bf16 tables; docs/perf.md, "Session 58").
+  static constexpr uint32_t kProducerRegs = kPrepared ? 80 : 40, kConsumerRegs = kPrepared ? 200 : 232;
   // The consumers' thread index masked to its group (opaque_thread_index: no
   // signed division in the address arithmetic) measured faster at D = 128 and
   // slower at D = 64: headline-d64 backward 80.2 -> 82.6% of copy unmasked,
@@ -77,10 +98,10 @@ struct SharedTileBackwardConfig {
   static constexpr bool kOverlapOutputs = D == 64;
 };
 
-template <typename T, int D>
+template <typename T, int D, bool kPrepared>
 struct SharedTileBackwardSmem {
-  using Cfg = SharedTileBackwardConfig<T, D>;
-  using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
+  using Cfg = SharedTileBackwardConfig<T, D, kPrepared>;
+  using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes, kPrepared>;
   Ring ring;
   T* probs;    // P [query][key], then the dQ and dK staging
   T* dscores;  // dS [query][key], then the dV staging
@@ -92,14 +113,15 @@ struct SharedTileBackwardSmem {
     dscores = reinterpret_cast<T*>(scratch + Cfg::kProbTileBytes);
     ring.full = reinterpret_cast<Barrier*>(scratch + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
+    ring.ready = kPrepared ? ring.empty + Cfg::kSlots : nullptr;
   }
 };
 
-template <typename T, int D, typename Hooks, typename Tensors>
+template <typename T, int D, bool kPrepared, typename Hooks, typename Tensors>
 __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hooks& hooks,
-                                                     const SharedTileBackwardSmem<T, D>& sm, const tile::TileCoords& t,
-                                                     const Tensors& in, int consumer) {
-  using Cfg = SharedTileBackwardConfig<T, D>;
+                                                     const SharedTileBackwardSmem<T, D, kPrepared>& sm,
+                                                     const tile::TileCoords& t, const Tensors& in, int consumer) {
+  using Cfg = SharedTileBackwardConfig<T, D, kPrepared>;
   using Layout = typename Cfg::Layout;
   using ProbLayout = tile::SwizzledRows<Cfg::kRows>;
   constexpr int kRows = Cfg::kRows;
@@ -244,13 +266,14 @@ template <typename T, int D, core::Fusion F>
 __global__ void __launch_bounds__(SharedTileBackwardConfig<T, D>::kThreads, 1)
     shared_tile_backward_kernel(const __grid_constant__ Params p) {
   wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
-  using Cfg = SharedTileBackwardConfig<T, D>;
+  constexpr bool kPrepared = shared_tile_prepares(D, F);
+  using Cfg = SharedTileBackwardConfig<T, D, kPrepared>;
   extern __shared__ unsigned char smem_raw[];
-  const SharedTileBackwardSmem<T, D> sm(smem_raw);
+  const SharedTileBackwardSmem<T, D, kPrepared> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   run_backward_tensor_ring<Cfg>(p, sm.ring, hooks,
                                 [&](const tile::TileCoords& t, const auto& tensors, int consumer) BLOCKATTN_INLINE {
-                                  shared_backward_tile<T, D>(p, hooks, sm, t, tensors, consumer);
+                                  shared_backward_tile<T, D, kPrepared>(p, hooks, sm, t, tensors, consumer);
                                 });
 }
 

@@ -18,6 +18,15 @@
 // Every consumer waits for every tensor in stream order, which keeps each
 // full barrier within one phase of the tensor waited for (no parity aliasing,
 // unlike the shared stages of frame.cuh's consume_tiles).
+//
+// A prepared ring (kPrepared) has a third role: the producer warpgroup's
+// three idle warps take each tile as it lands, rewrite its tensors in place
+// (the rotary prologue) and mark them `ready`, which the consumers wait for
+// instead of `full`. The preparation of the next tiles then runs under the
+// consumers' products. Preparers walk the stream in order too: a slot's
+// `full` cannot run a phase ahead of them (its refill waits for the
+// consumers' release, which waits for their `ready`), nor `ready` ahead of
+// the consumers.
 #pragma once
 
 #include "sm90/frame.cuh"
@@ -29,23 +38,27 @@ namespace blockattn::sm90 {
 // barriers a slot in kBarrierRoom, which caps the ring at 16 slots, and
 // kStaticBytes of the frame's static shared memory: run_alternate_units'
 // published pairs), and the CTA's dynamic shared-memory size.
-template <int kSlotBytes, int kScratchBytes, int kStaticBytes = 0>
+// kBarriersPerSlot: full and empty, and a prepared ring's ready.
+template <int kSlotBytes, int kScratchBytes, int kStaticBytes = 0, int kBarriersPerSlot = 2>
 struct TensorRingBudget {
   static constexpr int kSmemLimit = 227 * 1024 - kStaticBytes, kBarrierRoom = 256;
   static constexpr int kFit = (kSmemLimit - 1024 - kScratchBytes - kBarrierRoom) / kSlotBytes;
-  static constexpr int kMaxSlots = kBarrierRoom / (2 * static_cast<int>(sizeof(Barrier)));
+  static constexpr int kMaxSlots = kBarrierRoom / (kBarriersPerSlot * static_cast<int>(sizeof(Barrier)));
   static constexpr int kSlots = kFit < kMaxSlots ? kFit : kMaxSlots;
-  static constexpr int kSmemBytes =
-      1024 /* alignment slack */ + kSlots * kSlotBytes + kScratchBytes + 2 * kSlots * static_cast<int>(sizeof(Barrier));
-  static_assert(2 * kSlots * sizeof(Barrier) <= kBarrierRoom);
+  static constexpr int kSmemBytes = 1024 /* alignment slack */ + kSlots * kSlotBytes + kScratchBytes +
+                                    kBarriersPerSlot * kSlots * static_cast<int>(sizeof(Barrier));
+  static_assert(kBarriersPerSlot * kSlots * sizeof(Barrier) <= kBarrierRoom);
 };
 
-template <int kSlots, int kBytesPerSlot>
+template <int kSlots, int kBytesPerSlot, bool kPreparedSlots = false>
 struct TensorRing {
   static constexpr int kSlotCount = kSlots, kSlotBytes = kBytesPerSlot;
+  static constexpr bool kPrepared = kPreparedSlots;
+  static constexpr int kPreparers = 96;  // warpgroup 0's warps 1-3 (split_roles' helpers)
   unsigned char* base;  // kSlots slots of kSlotBytes, 1024-byte aligned
-  Barrier* full;        // producer -> consumers: the slot's tensor has landed
+  Barrier* full;        // producer -> preparers, or consumers: the slot's tensor has landed
   Barrier* empty;       // consumers -> producer: every consumer warp is done with it
+  Barrier* ready;       // kPrepared: preparers -> consumers: the tensor is prepared (each preparer thread)
 
   __device__ unsigned char* data(int j) const { return base + RingSlot<kSlots>::of(j).stage * kSlotBytes; }
 };
@@ -54,6 +67,8 @@ struct TensorRing {
 // `first` + n of the stream.
 template <typename Ring>
 struct TileTensors {
+  static constexpr bool kPrepared = Ring::kPrepared;
+  static constexpr int kPreparers = Ring::kPreparers;
   const Ring& ring;
   int first;
 
@@ -61,10 +76,18 @@ struct TileTensors {
   __device__ T* data(int n) const {
     return reinterpret_cast<T*>(ring.data(first + n));
   }
+  // The consumers' wait: tensor n is there (and prepared, in a prepared ring).
   __device__ void wait(int n) const {
+    const auto slot = RingSlot<Ring::kSlotCount>::of(first + n);
+    (Ring::kPrepared ? ring.ready : ring.full)[slot.stage].wait(slot.full_parity());
+  }
+  // A preparer's: tensor n has landed; and its hand-over, after its writes
+  // to the slot and the proxy fence that orders them before the products.
+  __device__ void wait_landed(int n) const {
     const auto slot = RingSlot<Ring::kSlotCount>::of(first + n);
     ring.full[slot.stage].wait(slot.full_parity());
   }
+  __device__ void mark_ready(int n) const { ring.ready[RingSlot<Ring::kSlotCount>::of(first + n).stage].arrive(); }
   __device__ Barrier& empty(int n) const { return ring.empty[RingSlot<Ring::kSlotCount>::of(first + n).stage]; }
   // A warp hands tensor n back (frame.cuh's release_stage: its generic writes
   // to the slot, the zeroed tail rows, come before the next TMA write).
@@ -108,19 +131,31 @@ struct HeadSlots {
 // frame.cuh, which reads Cfg::kNeighbourTiles):
 // the producer runs load(coords, n, slot, full_barrier) for tensor n of each
 // tile, every consumer warpgroup c runs op(coords, TileTensors, c) on every
-// tile. Empty entries of the tiles table (a sequence packed into an earlier
-// tile) take no slots, on both sides alike.
-template <typename Cfg, typename Ring, typename CoordsOf, typename Load, typename TileOp>
+// tile, and in a prepared ring the preparers prepare(coords, TileTensors,
+// tid) before them. Empty entries of the tiles table (a sequence packed into
+// an earlier tile) take no slots, on every side alike.
+template <typename Cfg, typename Ring, typename CoordsOf, typename Load, typename Prepare, typename TileOp>
 __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles, CoordsOf&& coords_of, Load&& load,
-                                                TileOp&& op) {
+                                                Prepare&& prepare, TileOp&& op) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kSlots; ++s) {
       ring.full[s].init(1);
       ring.empty[s].init(4 * Cfg::kConsumers);  // every warp of every consumer reads every tensor
+      if constexpr (Ring::kPrepared) ring.ready[s].init(Ring::kPreparers);
     }
     fence_barrier_init();
   }
   __syncthreads();
+  // Each role's walk over the CTA's tiles, passing over empty entries.
+  auto for_each_tile = [&](auto&& f) BLOCKATTN_INLINE {
+    int first = 0, i = 0;
+    for (int tile = cta_tile<Cfg>(0); tile < num_tiles; tile += cta_tile_step<Cfg>(i), ++i) {
+      const auto coords = coords_of(tile);
+      if (coords.block.row_count == 0) continue;
+      f(coords, TileTensors<Ring>{ring, first});
+      first += Cfg::kTensors;
+    }
+  };
   split_roles<Cfg>(
       [&]() BLOCKATTN_INLINE {
         int j = 0, i = 0;
@@ -136,14 +171,14 @@ __device__ __forceinline__ void run_tensor_ring(const Ring& ring, int num_tiles,
           }
         }
       },
+      [&](int tid) BLOCKATTN_INLINE {
+        if constexpr (Ring::kPrepared)
+          for_each_tile([&](const auto& coords, const TileTensors<Ring>& tensors)
+                            BLOCKATTN_INLINE { prepare(coords, tensors, tid); });
+      },
       [&](int consumer) BLOCKATTN_INLINE {
-        int first = 0, i = 0;
-        for (int tile = cta_tile<Cfg>(0); tile < num_tiles; tile += cta_tile_step<Cfg>(i), ++i) {
-          const auto coords = coords_of(tile);
-          if (coords.block.row_count == 0) continue;
-          op(coords, TileTensors<Ring>{ring, first}, consumer);
-          first += Cfg::kTensors;
-        }
+        for_each_tile([&](const auto& coords, const TileTensors<Ring>& tensors)
+                          BLOCKATTN_INLINE { op(coords, tensors, consumer); });
       });
 }
 
