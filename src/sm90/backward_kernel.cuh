@@ -387,7 +387,8 @@ __global__ void __launch_bounds__(BackwardConfig<T, D, B, S>::kThreads, 1)
   if constexpr (kStagedAngles) {
     static_assert(BackwardLaunchConfig<Cfg>::kSmemBytes + 512 <= 227 * 1024,
                   "the angle slots do not fit beside the ring and the published tiles");
-    static_assert(Slots::kSlots == Cfg::kConsumers || Cfg::kConsumers == 2, "a slot per consumer, or one for two in turn");
+    static_assert(Slots::kSlots == Cfg::kConsumers || Cfg::kConsumers == 2,
+                  "a slot per consumer, or one for two in turn");
     if (threadIdx.x == 0) {
       for (int s = 0; s < Slots::kSlots; ++s) {
         slots.full[s].init(1);

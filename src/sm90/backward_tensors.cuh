@@ -69,8 +69,8 @@ __device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const ti
 // same preparation by warpgroup 0's three spare warps, handed over by
 // `ready`.
 template <typename Layout, int kRows, int kCols, typename T, typename Hooks, typename Tensors>
-__device__ __forceinline__ void prepare_backward_tile(const Hooks& hooks, const tile::TileCoords& t,
-                                                      const Tensors& in, int tid) {
+__device__ __forceinline__ void prepare_backward_tile(const Hooks& hooks, const tile::TileCoords& t, const Tensors& in,
+                                                      int tid) {
   constexpr int kThreads = Tensors::kPreparers;
   for (int n = 0; n < kBackwardTensors; ++n)
     in.wait_landed(n);
@@ -95,8 +95,8 @@ __device__ __forceinline__ void run_backward_tensor_ring(const Params& p, const 
       },
       [&](const tile::TileCoords& t, const auto& tensors, int tid) BLOCKATTN_INLINE {
         if constexpr (Ring::kPrepared)  // a kernel without preparers names no element type here
-          prepare_backward_tile<typename Cfg::Layout, Cfg::kRows, Cfg::kHeadDim, typename Cfg::Elem>(hooks, t,
-                                                                                                    tensors, tid);
+          prepare_backward_tile<typename Cfg::Layout, Cfg::kRows, Cfg::kHeadDim, typename Cfg::Elem>(hooks, t, tensors,
+                                                                                                     tid);
       },
       op);
 }

@@ -83,8 +83,9 @@ struct SharedTileBackwardConfig {
   // preparers, 128 x 80 + 256 x 200: the preparers' throughput bounds the
   // kernel, and their rotation spills below 80 (792 bytes at 40, 44 at 56).
   // At 200 ptxas serializes the consumers' wgmma (C7512: it needs 224), and
-  // that costs less: with 56 + 224 the rotary backward ran 7-10% slower
-  // than with 80 + 200 (bf16 tables; docs/perf.md, "Session 58").
+  // that costs less: with 56 + 224 the rotary backward ran 13% slower
+  // than with 80 + 200 with bf16 tables, level with fp32 ones (docs/perf.md,
+  // "Session 58").
   static constexpr uint32_t kProducerRegs = kPrepared ? 80 : 40, kConsumerRegs = kPrepared ? 200 : 232;
   // The consumers' thread index masked to its group (opaque_thread_index: no
   // signed division in the address arithmetic) measured faster at D = 128 and

@@ -34,11 +34,12 @@
 namespace blockattn::sm90 {
 
 // How many one-tensor slots fit beside a kernel's scratch in the 227 KB of
-// shared memory a CTA may have (1 KB of alignment slack, the ring's two
-// barriers a slot in kBarrierRoom, which caps the ring at 16 slots, and
-// kStaticBytes of the frame's static shared memory: run_alternate_units'
-// published pairs), and the CTA's dynamic shared-memory size.
-// kBarriersPerSlot: full and empty, and a prepared ring's ready.
+// shared memory a CTA may have (1 KB of alignment slack, the ring's
+// kBarriersPerSlot barriers a slot in kBarrierRoom, which caps the ring at 16
+// slots with two (full, empty) and 10 with a prepared ring's three (and
+// ready), and kStaticBytes of the frame's static shared memory:
+// run_alternate_units' published pairs), and the CTA's dynamic shared-memory
+// size.
 template <int kSlotBytes, int kScratchBytes, int kStaticBytes = 0, int kBarriersPerSlot = 2>
 struct TensorRingBudget {
   static constexpr int kSmemLimit = 227 * 1024 - kStaticBytes, kBarrierRoom = 256;
@@ -55,10 +56,10 @@ struct TensorRing {
   static constexpr int kSlotCount = kSlots, kSlotBytes = kBytesPerSlot;
   static constexpr bool kPrepared = kPreparedSlots;
   static constexpr int kPreparers = 96;  // warpgroup 0's warps 1-3 (split_roles' helpers)
-  unsigned char* base;  // kSlots slots of kSlotBytes, 1024-byte aligned
-  Barrier* full;        // producer -> preparers, or consumers: the slot's tensor has landed
-  Barrier* empty;       // consumers -> producer: every consumer warp is done with it
-  Barrier* ready;       // kPrepared: preparers -> consumers: the tensor is prepared (each preparer thread)
+  unsigned char* base;                   // kSlots slots of kSlotBytes, 1024-byte aligned
+  Barrier* full;                         // producer -> preparers, or consumers: the slot's tensor has landed
+  Barrier* empty;                        // consumers -> producer: every consumer warp is done with it
+  Barrier* ready;  // kPrepared: preparers -> consumers: the tensor is prepared (each preparer thread)
 
   __device__ unsigned char* data(int j) const { return base + RingSlot<kSlots>::of(j).stage * kSlotBytes; }
 };
