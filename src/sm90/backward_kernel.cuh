@@ -519,7 +519,7 @@ BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD(256)
 #undef BLOCKATTN_SM90_COLUMN_SPLIT_BACKWARD
 template <typename T, int D, core::Fusion F>
 struct KernelOf<sm90::Params, Operation::kBackward, T, D, 128, F> {
-  using Config = sm90::SharedTileBackwardConfig<T, D, sm90::shared_tile_prepares(D, F)>;
+  using Config = sm90::SharedTileBackwardConfigOf<T, D, F>;
   static constexpr auto kernel = sm90::shared_tile_backward_kernel<T, D, F>;
 };
 }  // namespace blockattn

@@ -33,8 +33,9 @@ __device__ __forceinline__ void load_backward_tensor(const Params& p, const tile
 // have waited for its four tensors: zero their rows past the block end
 // (every product must see zeros there), run the prologue hook, and order
 // those generic writes before the products (async proxy) read them.
+// Returns whether it wrote any.
 template <typename Layout, int kRows, int kCols, int kThreads, typename T, typename Hooks, typename Tensors>
-__device__ __forceinline__ void prepare_backward_tensors(const Hooks& hooks, const tile::TileCoords& t,
+__device__ __forceinline__ bool prepare_backward_tensors(const Hooks& hooks, const tile::TileCoords& t,
                                                          const Tensors& in, int tid) {
   const int valid = t.block.row_count;
   T* const q = in.template data<T>(kTensorQ);
@@ -47,7 +48,9 @@ __device__ __forceinline__ void prepare_backward_tensors(const Hooks& hooks, con
     tile::zero_rows_from<Layout, kRows, kCols, kThreads>(in.template data<T>(kTensorDout), valid, tid);
   }
   hooks.template prologue<Layout, kRows, kCols, kThreads>(t, tid, q, k, v);
-  if (valid < kRows || Hooks::kModifiesOperands) fence_async_shared();
+  const bool wrote = valid < kRows || Hooks::kModifiesOperands;
+  if (wrote) fence_async_shared();
+  return wrote;
 }
 
 // The consumers' first step on a tile, all kThreads of them: wait for the
@@ -59,9 +62,9 @@ __device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const ti
   for (int n = 0; n < kBackwardTensors; ++n)
     in.wait(n);
   if constexpr (!Tensors::kPrepared) {
-    prepare_backward_tensors<Layout, kRows, kCols, kThreads, T>(hooks, t, in, tid);
     // Every consumer's writes are done before any product reads the tiles.
-    if (t.block.row_count < kRows || Hooks::kModifiesOperands) named_barrier_sync(kConsumersBarrier, kThreads);
+    if (prepare_backward_tensors<Layout, kRows, kCols, kThreads, T>(hooks, t, in, tid))
+      named_barrier_sync(kConsumersBarrier, kThreads);
   }
 }
 

@@ -47,7 +47,7 @@ constexpr bool shared_tile_prepares(int head_dim, core::Fusion fusion) {
   return fusion == core::Fusion::kRotary && head_dim == 64;
 }
 
-template <typename T, int D, bool kPreparedTiles = false>
+template <typename T, int D, bool kPreparedTiles>
 struct SharedTileBackwardConfig {
   using Elem = T;
   static constexpr int kHeadDim = D;
@@ -99,10 +99,14 @@ struct SharedTileBackwardConfig {
   static constexpr bool kOverlapOutputs = D == 64;
 };
 
-template <typename T, int D, bool kPrepared>
+// The kernel's config: whether it prepares follows from the rest (shared_tile_prepares).
+template <typename T, int D, core::Fusion F>
+using SharedTileBackwardConfigOf = SharedTileBackwardConfig<T, D, shared_tile_prepares(D, F)>;
+
+template <typename Cfg>
 struct SharedTileBackwardSmem {
-  using Cfg = SharedTileBackwardConfig<T, D, kPrepared>;
-  using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes, kPrepared>;
+  using T = typename Cfg::Elem;
+  using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes, Cfg::kPrepared>;
   Ring ring;
   T* probs;    // P [query][key], then the dQ and dK staging
   T* dscores;  // dS [query][key], then the dV staging
@@ -114,15 +118,16 @@ struct SharedTileBackwardSmem {
     dscores = reinterpret_cast<T*>(scratch + Cfg::kProbTileBytes);
     ring.full = reinterpret_cast<Barrier*>(scratch + Cfg::kScratchBytes);
     ring.empty = ring.full + Cfg::kSlots;
-    ring.ready = kPrepared ? ring.empty + Cfg::kSlots : nullptr;
+    ring.ready = Cfg::kPrepared ? ring.empty + Cfg::kSlots : nullptr;
   }
 };
 
-template <typename T, int D, bool kPrepared, typename Hooks, typename Tensors>
+template <typename Cfg, typename Hooks, typename Tensors>
 __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hooks& hooks,
-                                                     const SharedTileBackwardSmem<T, D, kPrepared>& sm,
-                                                     const tile::TileCoords& t, const Tensors& in, int consumer) {
-  using Cfg = SharedTileBackwardConfig<T, D, kPrepared>;
+                                                     const SharedTileBackwardSmem<Cfg>& sm, const tile::TileCoords& t,
+                                                     const Tensors& in, int consumer) {
+  using T = typename Cfg::Elem;
+  constexpr int D = Cfg::kHeadDim;
   using Layout = typename Cfg::Layout;
   using ProbLayout = tile::SwizzledRows<Cfg::kRows>;
   constexpr int kRows = Cfg::kRows;
@@ -264,17 +269,16 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
 }
 
 template <typename T, int D, core::Fusion F>
-__global__ void __launch_bounds__(SharedTileBackwardConfig<T, D>::kThreads, 1)
+__global__ void __launch_bounds__(SharedTileBackwardConfigOf<T, D, F>::kThreads, 1)
     shared_tile_backward_kernel(const __grid_constant__ Params p) {
   wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
-  constexpr bool kPrepared = shared_tile_prepares(D, F);
-  using Cfg = SharedTileBackwardConfig<T, D, kPrepared>;
+  using Cfg = SharedTileBackwardConfigOf<T, D, F>;
   extern __shared__ unsigned char smem_raw[];
-  const SharedTileBackwardSmem<T, D, kPrepared> sm(smem_raw);
+  const SharedTileBackwardSmem<Cfg> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
   run_backward_tensor_ring<Cfg>(p, sm.ring, hooks,
                                 [&](const tile::TileCoords& t, const auto& tensors, int consumer) BLOCKATTN_INLINE {
-                                  shared_backward_tile<T, D, kPrepared>(p, hooks, sm, t, tensors, consumer);
+                                  shared_backward_tile<Cfg>(p, hooks, sm, t, tensors, consumer);
                                 });
 }
 
