@@ -34,7 +34,8 @@ __device__ __forceinline__ void load_backward_tensor(const Params& p, const tile
 // (every product must see zeros there), run the prologue hook, and order
 // those generic writes before the products (async proxy) read them.
 // Returns whether it wrote any.
-template <typename Layout, int kRows, int kCols, int kThreads, typename T, typename Hooks, typename Tensors>
+template <typename Layout, int kRows, int kCols, int kThreads, tile::PrologueReads kReads, typename T, typename Hooks,
+          typename Tensors>
 __device__ __forceinline__ bool prepare_backward_tensors(const Hooks& hooks, const tile::TileCoords& t,
                                                          const Tensors& in, int tid) {
   const int valid = t.block.row_count;
@@ -47,7 +48,7 @@ __device__ __forceinline__ bool prepare_backward_tensors(const Hooks& hooks, con
     tile::zero_rows_from<Layout, kRows, kCols, kThreads>(v, valid, tid);
     tile::zero_rows_from<Layout, kRows, kCols, kThreads>(in.template data<T>(kTensorDout), valid, tid);
   }
-  hooks.template prologue<Layout, kRows, kCols, kThreads>(t, tid, q, k, v);
+  hooks.template prologue<Layout, kRows, kCols, kThreads, kReads>(t, tid, q, k, v);
   const bool wrote = valid < kRows || Hooks::kModifiesOperands;
   if (wrote) fence_async_shared();
   return wrote;
@@ -63,21 +64,21 @@ __device__ __forceinline__ void begin_backward_tile(const Hooks& hooks, const ti
     in.wait(n);
   if constexpr (!Tensors::kPrepared) {
     // Every consumer's writes are done before any product reads the tiles.
-    if (prepare_backward_tensors<Layout, kRows, kCols, kThreads, T>(hooks, t, in, tid))
+    if (prepare_backward_tensors<Layout, kRows, kCols, kThreads, tile::PrologueReads::kInTurn, T>(hooks, t, in, tid))
       named_barrier_sync(kConsumersBarrier, kThreads);
   }
 }
 
 // The preparers' part of a tile in a prepared ring (tensor_ring.cuh): the
 // same preparation by warpgroup 0's three spare warps, handed over by
-// `ready`.
+// `ready`. They run nothing else, so they read ahead (tile::PrologueReads).
 template <typename Layout, int kRows, int kCols, typename T, typename Hooks, typename Tensors>
 __device__ __forceinline__ void prepare_backward_tile(const Hooks& hooks, const tile::TileCoords& t, const Tensors& in,
                                                       int tid) {
   constexpr int kThreads = Tensors::kPreparers;
   for (int n = 0; n < kBackwardTensors; ++n)
     in.wait_landed(n);
-  prepare_backward_tensors<Layout, kRows, kCols, kThreads, T>(hooks, t, in, tid);
+  prepare_backward_tensors<Layout, kRows, kCols, kThreads, tile::PrologueReads::kAhead, T>(hooks, t, in, tid);
   for (int n = 0; n < kBackwardTensors; ++n)
     in.mark_ready(n);
 }

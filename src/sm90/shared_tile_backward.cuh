@@ -80,13 +80,13 @@ struct SharedTileBackwardConfig {
   static_assert(kSlots > kTensors, "a tile's tensors and at least one of the next tile's");
   static constexpr int kSmemBytes = Budget::kSmemBytes;
   // 128 x 40 + 256 x 232 <= 64K: S and dP alone are 128 registers. With
-  // preparers, 128 x 80 + 256 x 200: the preparers' throughput bounds the
-  // kernel, and their rotation spills below 80 (792 bytes at 40, 44 at 56).
-  // At 200 ptxas serializes the consumers' wgmma (C7512: it needs 224), and
-  // that costs less: with 56 + 224 the rotary backward ran 13% slower
-  // than with 80 + 200 with bf16 tables, level with fp32 ones (docs/perf.md,
-  // "Session 58").
-  static constexpr uint32_t kProducerRegs = kPrepared ? 80 : 40, kConsumerRegs = kPrepared ? 200 : 232;
+  // preparers, 128 x 96 + 256 x 200: their rotation, with the next unit's
+  // table words loaded ahead (tile::PrologueReads::kAhead), spills below 96
+  // (36 bytes at 80, 192 at 56). At 200 ptxas serializes the consumers'
+  // wgmma (C7512: it needs 224), and that cost less than spilled preparers:
+  // with 56 + 224 the rotary backward ran 13% slower than with 80 + 200
+  // with bf16 tables (docs/perf.md, "Session 58"; "Session 59" for 96).
+  static constexpr uint32_t kProducerRegs = kPrepared ? 96 : 40, kConsumerRegs = kPrepared ? 200 : 232;
   // The consumers' thread index masked to its group (opaque_thread_index: no
   // signed division in the address arithmetic) measured faster at D = 128 and
   // slower at D = 64: headline-d64 backward 80.2 -> 82.6% of copy unmasked,

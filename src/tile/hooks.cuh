@@ -42,8 +42,8 @@ struct NoHooks {
   __device__ TileCoords look_ahead(const TileCoords& t) const { return t; }
 
   // Tiles of kRows x D elements in `Layout`, transformed by kThreads threads
-  // (`tid` in [0, kThreads)).
-  template <typename Layout, int kRows, int D, int kThreads, typename T>
+  // (`tid` in [0, kThreads)), which read what they apply as kReads says.
+  template <typename Layout, int kRows, int D, int kThreads, PrologueReads kReads = PrologueReads::kInTurn, typename T>
   __device__ __forceinline__ void prologue(const TileCoords&, int /*tid*/, T* /*q*/, T* /*k*/, T* /*v*/) const {}
 
   // `rows_begin` is the tile row of the warp's first accumulator row, `col0`

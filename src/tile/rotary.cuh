@@ -27,6 +27,17 @@
 
 namespace blockattn::tile {
 
+// When a prologue's threads read what they apply to a unit (RotaryHooks:
+// its table values):
+//   kInTurn  as they come to it: threads that run the tile's products
+//            too, whose registers those need;
+//   kAhead   the next unit's under this one's rotation: threads that do
+//            nothing else (sm90's preparers, tensor_ring.cuh). Measured
+//            (docs/perf.md, "Session 59"): 2-6% off the 128-token
+//            backward at D = 64 with preparers; in the consumers'
+//            prologues 3-8% slower forwards at D = 128 and spills.
+enum class PrologueReads { kInTurn, kAhead };
+
 // Eight 16-bit values of one 16-byte shared-memory unit, as fp32 and back.
 template <typename T>
 __device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
@@ -64,6 +75,53 @@ struct TableView {
   // warp's scalar loads touch several times the sectors they use.
   template <int kN>
   __device__ __forceinline__ void load_pairs(int64_t pos, int pair, float (&c)[kN], float (&s)[kN]) const {
+    load_pairs_at(cos + pos * cos_row_stride + pair, sin + pos * sin_row_stride + pair, c, s);
+  }
+
+  // What a walk down a column of 16-byte units reads (RotaryHooks'
+  // rotate_half_split_columns; vector-aligned tables only): eight pairs'
+  // cos and sin values of rows pos, pos + step, pos + 2 step, ..., as
+  // loaded (16-byte words, two a table for fp32), unpacked only where used,
+  // so that the next row's loads are in flight under this one's rotation
+  // in few registers.
+  static constexpr bool kVectorRows = kVectors;
+  static constexpr int kUnitWords = 8 * static_cast<int>(sizeof(Table)) / 16;
+  struct UnitWords {
+    uint4 cos[kUnitWords], sin[kUnitWords];
+  };
+  struct Rows {
+    const Table* cos;
+    const Table* sin;
+    int64_t cos_step, sin_step;
+
+    __device__ __forceinline__ UnitWords load(int i) const {  // row pos + i step
+      UnitWords w;
+      const uint4* c = reinterpret_cast<const uint4*>(cos + i * cos_step);
+      const uint4* s = reinterpret_cast<const uint4*>(sin + i * sin_step);
+#pragma unroll
+      for (int v = 0; v < kUnitWords; ++v)
+        w.cos[v] = c[v], w.sin[v] = s[v];
+      return w;
+    }
+  };
+  __device__ __forceinline__ Rows rows_from(int64_t pos, int pair, int step) const {
+    static_assert(kVectors, "16-byte loads need vector-aligned rows");
+    return {cos + pos * cos_row_stride + pair, sin + pos * sin_row_stride + pair, step * cos_row_stride,
+            step * sin_row_stride};
+  }
+  __device__ __forceinline__ static void unpack(const UnitWords& w, float (&c)[8], float (&s)[8]) {
+    const Table* cw = reinterpret_cast<const Table*>(w.cos);
+    const Table* sw = reinterpret_cast<const Table*>(w.sin);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      c[e] = to_float(cw[e]), s[e] = to_float(sw[e]);
+  }
+
+ private:
+  // kN consecutive values at c and at s.
+  template <int kN>
+  __device__ __forceinline__ static void load_pairs_at(const Table* c_at, const Table* s_at, float (&c)[kN],
+                                                       float (&s)[kN]) {
     constexpr int kBytes = kN * static_cast<int>(sizeof(Table));
     constexpr int kVectorBytes = kBytes < 16 ? kBytes : 16;
     constexpr int kPerVector = kVectorBytes / static_cast<int>(sizeof(Table));
@@ -71,19 +129,18 @@ struct TableView {
                   kBytes % kVectorBytes == 0) {
 #pragma unroll
       for (int v = 0; v < kN / kPerVector; ++v) {
-        unpack_vector<kVectorBytes>(cos + pos * cos_row_stride + pair + v * kPerVector, c, v * kPerVector);
-        unpack_vector<kVectorBytes>(sin + pos * sin_row_stride + pair + v * kPerVector, s, v * kPerVector);
+        unpack_vector<kVectorBytes>(c_at + v * kPerVector, c, v * kPerVector);
+        unpack_vector<kVectorBytes>(s_at + v * kPerVector, s, v * kPerVector);
       }
     } else {
 #pragma unroll
       for (int e = 0; e < kN; ++e) {
-        c[e] = cos_at(pos, pair + e);
-        s[e] = sin_at(pos, pair + e);
+        c[e] = to_float(c_at[e]);
+        s[e] = to_float(s_at[e]);
       }
     }
   }
 
- private:
   template <int kBytes>
   using Vector = std::conditional_t<kBytes == 16, uint4, std::conditional_t<kBytes == 8, uint2, uint32_t>>;
 
@@ -122,6 +179,16 @@ struct StagedTableView {
   template <int kN>
   __device__ __forceinline__ void load_pairs(int64_t pos, int pair, float (&c)[kN], float (&s)[kN]) const {
     rows.template load_pairs<kN>(pos - first, pair, c, s);
+  }
+  using View = TableView<Table, true>;
+  static constexpr bool kVectorRows = true;
+  using UnitWords = typename View::UnitWords;
+  static constexpr int kUnitWords = View::kUnitWords;
+  __device__ __forceinline__ typename View::Rows rows_from(int64_t pos, int pair, int step) const {
+    return rows.rows_from(pos - first, pair, step);
+  }
+  __device__ __forceinline__ static void unpack(const UnitWords& w, float (&c)[8], float (&s)[8]) {
+    View::unpack(w, c, s);
   }
 };
 
@@ -166,9 +233,9 @@ class RotaryHooks {
 
   __device__ explicit RotaryHooks(const AttentionParams& p) : p_(p) {}
 
-  template <typename Layout, int kRows, int D, int kThreads, typename T>
+  template <typename Layout, int kRows, int D, int kThreads, PrologueReads kReads = PrologueReads::kInTurn, typename T>
   __device__ __forceinline__ void prologue(const TileCoords& t, int tid, T* q, T* k, T* v) const {
-    with_table([&](const auto& table) { rotate_tiles<Layout, kRows, D, kThreads>(table, t, tid, q, k, v); });
+    with_table([&](const auto& table) { rotate_tiles<Layout, kRows, D, kThreads, kReads>(table, t, tid, q, k, v); });
   }
 
   // The same with the tile's table rows staged in shared memory (16-bit
@@ -181,7 +248,7 @@ class RotaryHooks {
       using Table = decltype(element);
       const StagedTableView<Table> table{
           {static_cast<const Table*>(a.cos), static_cast<const Table*>(a.sin), half, half}, a.first};
-      rotate_tiles<Layout, kRows, D, kThreads>(table, t, tid, q, k, v);
+      rotate_tiles<Layout, kRows, D, kThreads, PrologueReads::kInTurn>(table, t, tid, q, k, v);
     };
     if (p_.rotary.table_type == TableType::kFP16)
       rotate(__half{});
@@ -423,13 +490,17 @@ class RotaryHooks {
 
   // The prologue's rotation of a tile's Q, K (and V) with the angles of
   // `table` (a TableView or StagedTableView).
-  template <typename Layout, int kRows, int D, int kThreads, typename Table, typename T>
+  template <typename Layout, int kRows, int D, int kThreads, PrologueReads kReads, typename Table, typename T>
   __device__ __forceinline__ void rotate_tiles(const Table& table, const TileCoords& t, int tid, T* q, T* k,
                                                T* v) const {
     const RotaryParams& r = p_.rotary;
     T* const tiles[3] = {q, k, r.rotate_v ? v : nullptr};
     const int half = r.half;
     if (r.half_split) {
+      if constexpr (Table::kVectorRows && walks_columns<Layout, D / 16, kThreads>()) {
+        if (positions_follow_rows(t))
+          return rotate_half_split_columns<Layout, kRows, D, kThreads, kReads>(table, t, tid, tiles);
+      }
       // Units of r/2 <= D/2 columns, each paired with the unit r/2 on.
       for_each_unit<kRows, D / 16, kThreads>(t, tid, half / 8, [&](int row, int col, int64_t pos) {
         float c[8], s[8];
@@ -460,6 +531,62 @@ class RotaryHooks {
         for (T* tile : tiles)
           if (tile != nullptr) rotate_interleaved_unit<T>(*unit_at<Layout>(tile, row, col), c, s);
       });
+    }
+  }
+
+  // Whether each of kThreads threads may keep one of a row's kUnits unit
+  // columns and walk down it in steps of whole swizzle periods
+  // (tile/smem_layout.cuh), so that its shared-memory offsets and table
+  // addresses advance by constants.
+  template <typename Layout, int kUnits, int kThreads>
+  __device__ static constexpr bool walks_columns() {
+    return kThreads % kUnits == 0 && (kThreads / kUnits) % Layout::kSwizzlePeriod == 0;
+  }
+
+  // The half-split prologue's rotation where walks_columns(), the rows'
+  // positions follow them and the table's rows take 16-byte loads: thread
+  // tid keeps unit column tid % kUnits and rows tid / kUnits + kStep i.
+  // for_each_unit's general walk works out each unit's row, swizzled
+  // offsets (one a tensor, with signed divisions) and table address anew,
+  // and waits for each unit's table loads in turn: the preparers of the
+  // 128-token backward at D = 64 issued 416 instructions a unit with it,
+  // and their table loads were their largest stall (docs/perf.md,
+  // "Session 59").
+  template <typename Layout, int kRows, int D, int kThreads, PrologueReads kReads, typename Table, typename T>
+  __device__ __forceinline__ void rotate_half_split_columns(const Table& table, const TileCoords& t, int tid,
+                                                            T* const (&tiles)[3]) const {
+    constexpr int kUnits = D / 16, kStep = kThreads / kUnits, kJobs = (kRows + kStep - 1) / kStep;
+    const int half = p_.rotary.half;
+    const unsigned me = static_cast<unsigned>(tid);
+    const int col = static_cast<int>(me % kUnits) * 8, row0 = static_cast<int>(me / kUnits);
+    if (col >= half) return;  // r < D: the unit holds no pair
+    const int64_t pos0 = first_position(t) + row0;
+    const int lo0 = Layout::offset(row0, col), hi0 = Layout::offset(row0, col + half);
+    const auto rows = table.rows_from(pos0, col, kStep);
+    auto rotates = [&](int i) { return row0 + i * kStep < t.block.row_count && in_table(pos0 + i * kStep); };
+    // kAhead: 16-bit tables only (four registers a table; an fp32 table's
+    // eight spilled the preparers at 96 registers). The walk is not
+    // unrolled: unrolled, ptxas hoisted every unit's loads to the top and
+    // the preparers spilled (348 bytes at 80 registers); unrolled by two in
+    // turn, it measured level on the H200 and spilled more in the sm80
+    // backward at D = 64 (docs/perf.md, "Session 59").
+    constexpr bool kLoadsAhead = kReads == PrologueReads::kAhead && Table::kUnitWords == 1;
+    typename Table::UnitWords ahead;
+    if (kLoadsAhead && rotates(0)) ahead = rows.load(0);
+#pragma unroll 1
+    for (int i = 0; i < kJobs; ++i) {
+      typename Table::UnitWords words = ahead;
+      if (kLoadsAhead && i + 1 < kJobs && rotates(i + 1)) ahead = rows.load(i + 1);
+      if (!rotates(i)) continue;
+      if (!kLoadsAhead) words = rows.load(i);
+      float c[8], s[8];
+      Table::unpack(words, c, s);
+      const int step = i * kStep * Layout::kRowStride;
+#pragma unroll
+      for (T* tile : tiles)
+        if (tile != nullptr)
+          rotate_half_units<T>(*reinterpret_cast<uint4*>(tile + lo0 + step),
+                               *reinterpret_cast<uint4*>(tile + hi0 + step), c, s);
     }
   }
 

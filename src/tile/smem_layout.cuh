@@ -4,7 +4,10 @@
 // A layout is a type with a static offset(row, col) (in elements; col a
 // multiple of 8 or within one 16-byte unit). Both XOR the 16-byte unit index
 // with row % 8, so the eight row addresses of an ldmatrix and a warp's 16-byte
-// accesses fall in distinct banks:
+// accesses fall in distinct banks. The XOR repeats every kSwizzlePeriod rows,
+// so offset(row + kSwizzlePeriod m, col) = offset(row, col) + kSwizzlePeriod
+// m kRowStride: a walk down a column in steps of whole periods adds a
+// constant (tile::RotaryHooks' prologue).
 //   SwizzledRows<kCols>  rows of kCols elements (a multiple of 32), one after
 //                        another (cp.async tiles of the sm80 kernels, P/dS
 //                        scratch everywhere);
@@ -25,6 +28,7 @@ template <int kCols>
 struct SwizzledRows {
   static_assert(kCols % 32 == 0, "rows of a multiple of 32 columns (64 bytes)");
   static constexpr int kUnitsPerRow = kCols / 8;
+  static constexpr int kRowStride = kCols, kSwizzlePeriod = 8;
 
   // Rows of a multiple of 128 bytes start on bank 0: XOR the unit index with
   // row % 8. Rows of an odd multiple of 64 bytes (32, 96, 160, 224 columns)
@@ -53,6 +57,7 @@ struct Chunked {
   static constexpr int kRowBytes = 2 * kCols;  // = the swizzle width
   static constexpr int kChunkElems = kRows * kCols;
   static constexpr int kChunkBytes = kRows * kRowBytes;
+  static constexpr int kRowStride = kCols, kSwizzlePeriod = 8;  // (row / 2) % 4 for 64-byte rows: 8 rows too
 
   __device__ static __forceinline__ int offset(int row, int col) {
     const int in_chunk = col % kCols;
