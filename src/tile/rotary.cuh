@@ -547,10 +547,9 @@ class RotaryHooks {
   // positions follow them and the table's rows take 16-byte loads: thread
   // tid keeps unit column tid % kUnits and rows tid / kUnits + kStep i.
   // for_each_unit's general walk works out each unit's row, swizzled
-  // offsets (one a tensor, with signed divisions) and table address anew,
-  // and waits for each unit's table loads in turn: the preparers of the
-  // 128-token backward at D = 64 issued 416 instructions a unit with it,
-  // and their table loads were their largest stall (docs/perf.md,
+  // offsets (one a tensor, with signed divisions) and table address anew:
+  // the preparers of the 128-token backward at D = 64 issued 416 SASS
+  // instructions a unit with it, 270 with this walk (docs/perf.md,
   // "Session 59").
   template <typename Layout, int kRows, int D, int kThreads, PrologueReads kReads, typename Table, typename T>
   __device__ __forceinline__ void rotate_half_split_columns(const Table& table, const TileCoords& t, int tid,
