@@ -19,8 +19,9 @@
 // Tensors arrive one per ring slot in release order: V (free once S and dP
 // are done), K (after dQ), dO (after dV), Q (after dK). The outputs leave
 // through the P and dS tiles once every warp holds its transposed operands
-// in registers: dQ and dK staged in P's, dV in dS's. Stores skip rows past
-// the block end.
+// in registers: dQ and dK staged in P's, dV in dS's; at D = 64 (without
+// preparers) a warp's 16 staged rows leave by TMA where they lie inside the
+// block (kStoresByTma). Stores skip rows past the block end.
 //
 // With rotary at D = 64 the producer warpgroup's three spare warps rotate
 // each tile's Q, K and V as they land (a prepared ring, tensor_ring.cuh):
@@ -32,6 +33,7 @@
 #include "sm90/backward_products.cuh"
 #include "sm90/backward_tensors.cuh"
 #include "sm90/stage_matrix.cuh"
+#include "sm90/tma_store.cuh"
 #include "sm90/wgmma.cuh"
 #include "tile/hooks.cuh"
 #include "tile/row_io.cuh"
@@ -97,6 +99,12 @@ struct SharedTileBackwardConfig {
   // at D = 64 their accumulators (3 x 32) fit beside the A operands (3 x 32);
   // at D = 128 (3 x 64) they do not, and the three run one after another.
   static constexpr bool kOverlapOutputs = D == 64;
+  // Outputs staged and stored through TMA (tma_store.cuh) where a warp's 16
+  // rows lie inside the block, with plain stores where they pass its end:
+  // at D = 64, headline-d64 backward 65.7-66.4 -> 67.6-67.7% of copy on an
+  // H200, sustained (docs/perf.md, "Session 59", item 3). Not with
+  // preparers: there the consumers spilled 120 bytes at 200 registers.
+  static constexpr bool kStoresByTma = D == 64 && !kPrepared;
 };
 
 // The kernel's config: whether it prepares follows from the rest (shared_tile_prepares).
@@ -185,24 +193,36 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
   // tile: dQ_c = scale dS_c K and dK_c = scale dS[:, c]^T Q in P's, dV_c =
   // P[:, c]^T dO in dS's. Each first hands back the tensor that its product
   // was the last to read.
+  auto write = [&](const tile::Accumulator<D>& acc, const tile::RowScale& factor, T* staging, const TensorView& out,
+                   const CUtensorMap& map, int head) BLOCKATTN_INLINE {
+    if constexpr (Cfg::kStoresByTma) {
+      stage_rows_by_matrices<Layout, T>(acc, factor, tile::smem_u32(staging), row0, lane);
+      store_staged_rows<Layout, D, kRowWalk>(map, staging, out, t.block, head, 0, row0, lane);
+    } else {
+      write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
+          acc, factor, staging, row0, tile::head_rows_out<T>(out, t.block, head), out.token_stride, valid, lane);
+    }
+  };
   auto write_dq = [&](tile::Accumulator<D>& dq, const auto& angles) BLOCKATTN_INLINE {
     in.release(kTensorK, lane);
     hooks.epilogue(tile::Output::kDq, dq, t, row0, 0, lane, angles);
-    write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
-        dq, scale, sm.probs, row0, tile::head_rows_out<T>(p.dq, t.block, t.q_head), p.dq.token_stride, valid, lane);
+    write(dq, scale, sm.probs, p.dq, p.dq_map, t.q_head);
   };
   auto write_dv = [&](tile::Accumulator<D>& dv, const auto& angles) BLOCKATTN_INLINE {
     in.release(kTensorDout, lane);
     hooks.epilogue(tile::Output::kDv, dv, t, row0, 0, lane, angles);
-    write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
-        dv, one, sm.dscores, row0, tile::head_rows_out<T>(p.dv, t.block, t.kv_head), p.dv.token_stride, valid, lane);
+    write(dv, one, sm.dscores, p.dv, p.dv_map, t.kv_head);
   };
   auto write_dk = [&](tile::Accumulator<D>& dk, const auto& angles) BLOCKATTN_INLINE {
     in.release(kTensorQ, lane);
     hooks.epilogue(tile::Output::kDk, dk, t, row0, 0, lane, angles);
-    __syncwarp();  // every lane's dQ stores have read the staged rows dK overwrites
-    write_rows_by_matrices<Layout, T, D, D, kRowWalk>(
-        dk, scale, sm.probs, row0, tile::head_rows_out<T>(p.dk, t.block, t.kv_head), p.dk.token_stride, valid, lane);
+    // Every lane's dQ stores, or the TMA unit, have read the staged rows dK
+    // overwrites.
+    if constexpr (Cfg::kStoresByTma)
+      wait_store_reads(lane);
+    else
+      __syncwarp();
+    write(dk, scale, sm.probs, p.dk, p.dk_map, t.kv_head);
   };
   if constexpr (Cfg::kOverlapOutputs) {
     tile::Accumulator<D> dv, dk;
@@ -266,6 +286,10 @@ __device__ __forceinline__ void shared_backward_tile(const Params& p, const Hook
     else
       write_dv_dk(packed);
   }
+  // The TMA unit has read the warp's staged rows before the next tile's P
+  // or dS lands there (after the consumers' barrier), and before the CTA
+  // exits.
+  if constexpr (Cfg::kStoresByTma) wait_store_reads(lane);
 }
 
 template <typename T, int D, core::Fusion F>
