@@ -505,13 +505,7 @@ class RotaryHooks {
       for_each_unit<kRows, D / 16, kThreads>(t, tid, half / 8, [&](int row, int col, int64_t pos) {
         float c[8], s[8];
         table.load_pairs(pos, col, c, s);
-#pragma unroll
-        for (T* tile : tiles)
-          if (tile != nullptr) {
-            uint4& lo = *unit_at<Layout>(tile, row, col);
-            uint4& hi = *unit_at<Layout>(tile, row, col + half);
-            rotate_half_units<T>(lo, hi, c, s);
-          }
+        rotate_half_units_of(tiles, Layout::offset(row, col), Layout::offset(row, col + half), c, s);
       });
     } else {
       // Units of 4 pairs; the last may hold pairs past r/2 (angle 0).
@@ -581,12 +575,19 @@ class RotaryHooks {
       float c[8], s[8];
       Table::unpack(words, c, s);
       const int step = i * kStep * Layout::kRowStride;
-#pragma unroll
-      for (T* tile : tiles)
-        if (tile != nullptr)
-          rotate_half_units<T>(*reinterpret_cast<uint4*>(tile + lo0 + step),
-                               *reinterpret_cast<uint4*>(tile + hi0 + step), c, s);
+      rotate_half_units_of(tiles, lo0 + step, hi0 + step, c, s);
     }
+  }
+
+  // The half-split pairs of the units at element offsets lo and hi (r/2
+  // columns on) of each tensor in `tiles` (null: left alone), in place.
+  template <typename T>
+  __device__ __forceinline__ static void rotate_half_units_of(T* const (&tiles)[3], int lo, int hi, const float (&c)[8],
+                                                              const float (&s)[8]) {
+#pragma unroll
+    for (T* tile : tiles)
+      if (tile != nullptr)
+        rotate_half_units<T>(*reinterpret_cast<uint4*>(tile + lo), *reinterpret_cast<uint4*>(tile + hi), c, s);
   }
 
   // Runs f(row, col, pos) for the tile's 16-byte units (row < the block's
