@@ -1,10 +1,14 @@
 // main() of test_gpu: GoogleTest's flags, plus `--cases N`, the number of
 // differential fuzzing cases (soak mode; the default is a few hundred, and
 // BLOCKATTN_FUZZ_CASES sets it too).
+#include <blockattn/blockattn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
@@ -17,5 +21,28 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // test_gpu links the library statically (blockattn_static), so the
+  // kernels under test are the ones built with it: a libblockattn.so put
+  // first on LD_LIBRARY_PATH changes nothing here. Sessions 59 and 60 ran a
+  // new library's tests that way and tested the old kernels
+  // (docs/perf.md, "Session 60"); this line says what is tested. Not with
+  // --gtest_list_tests, whose output ctest's discovery parses.
+  if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();
+  size_t n = 0;
+  const blockattn::KernelConfig* rows = blockattn::supported_configs(&n);
+  std::set<int> dims, blocks;
+  for (size_t i = 0; i < n; ++i) {
+    dims.insert(rows[i].head_dim);
+    blocks.insert(rows[i].block_size);
+  }
+  std::string built;
+  for (int d : dims)
+    built += " " + std::to_string(d);
+  built += "; block sizes";
+  for (int b : blocks)
+    built += " " + std::to_string(b);
+  std::printf(
+      "test_gpu: blockattn %s linked in statically (LD_LIBRARY_PATH does not change the kernels tested); head dims%s\n",
+      blockattn::version(), built.c_str());
   return RUN_ALL_TESTS();
 }
