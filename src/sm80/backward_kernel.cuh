@@ -76,6 +76,16 @@ struct BackwardConfig {
   // 128-token blocks: eight warps of up to 255 registers, one CTA per SM
   // (its shared memory, 144-192 KB, allows no more anyway).
   static constexpr int kMinCtasPerSm = B == 128 ? 1 : D <= 64 ? 3 : 2;
+  // 32-token blocks sum each row in one chain and take IEEE reciprocals of
+  // the row sums (tile::RowPartials, tile::Reciprocal): with four chains and
+  // the approximate reciprocal, ptxas spilled where it had not (sm_90 code:
+  // D = 128 56/108 bytes of spill stores/loads against 40/60, D = 64 255
+  // registers and 24/40 against 198 and none), and on an H200 the two
+  // backwards read 4.5 and 7 points of copy less than in session 46
+  // (docs/perf.md, "Session 60"). Elsewhere the serial form spilled as much
+  // or more (D = 32 with rotary 20/92 against 4/4, D = 224 12/16 against
+  // none), so the other block sizes keep the parallel chains.
+  static constexpr bool kSerialReductions = B == 32;
   // The second pair must not cost a resident CTA on sm_90 (228 KB a SM, 1 KB
   // of it reserved for each CTA).
   static_assert(!kGroupPrefetch || kMinCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
@@ -130,17 +140,20 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
   probs.zero();
   gemm_abt<T, kKeys, D>(probs, sm.q, row0, sm.k, lane);
   float row_sum[2];
-  tile::exp_rows_in_tile(probs, t.block, row0, p.attn.scale_log2, row_sum, lane);
+  constexpr int kChains = Cfg::kSerialReductions ? tile::kSerialChains : tile::kParallelChains;
+  constexpr auto kRcp = Cfg::kSerialReductions || D > 64 ? tile::Reciprocal::kIeee : tile::Reciprocal::kApprox;
+  tile::exp_rows_in_tile<kKeys, tile::RowShift::kRowMax, kChains>(probs, t.block, row0, p.attn.scale_log2, row_sum,
+                                                                   lane);
   // Where 1/row_sum is formed (before or after the dP product) only moves
   // ptxas's register allocation; each head dim takes the placement that
   // measured fewest spill bytes (docs/perf.md, "architecture refactor").
   tile::RowScale inv;
-  if constexpr (D <= 64) inv = tile::inverse_valid_rows(row_sum, row0, valid, lane);
+  if constexpr (D <= 64) inv = tile::inverse_valid_rows<kRcp>(row_sum, row0, valid, lane);
   tile::Accumulator<kKeys> ds;
   ds.zero();
   gemm_abt<T, kKeys, D>(ds, sm.dout, row0, sm.v, lane);
-  if constexpr (D > 64) inv = tile::inverse_valid_rows<tile::Reciprocal::kIeee>(row_sum, row0, valid, lane);
-  tile::softmax_grad_rows(probs, ds, inv);
+  if constexpr (D > 64) inv = tile::inverse_valid_rows<kRcp>(row_sum, row0, valid, lane);
+  tile::softmax_grad_rows<kKeys, kChains>(probs, ds, inv);
 
   using ProbLayout = tile::SwizzledRows<kKeys>;
   const tile::RowScale one = tile::RowScale::uniform(1.f);

@@ -11,31 +11,44 @@
 
 namespace blockattn::tile {
 
-// A row reduction over a thread's fragments in four partial chains per row
-// (by the element's column parity and its fragment's), joined at the end:
-// over a 64-key row a thread's 16-deep dependent chain of FMNMX, FADD or
-// FFMA becomes four of depth 4 and two joins (128 keys: four of 8), which
-// matters with two warps a scheduler (the grouped backward at D = 64 issued
-// on 44% of its cycles; docs/perf.md, "Session 47"). Summing in four chains
-// also changes the rounding order of row sums and dS's dot products.
+// A row reduction over a thread's fragments in kChains partial chains per
+// row (4: by the element's column parity and its fragment's; 2: by the
+// column parity; 1: one chain), joined at the end. With four, a 64-key
+// row's 16-deep dependent chain of FMNMX, FADD or FFMA becomes four of
+// depth 4 and two joins (128 keys: four of 8), which matters with two warps
+// a scheduler (the grouped backward at D = 64 issued on 44% of its cycles;
+// docs/perf.md, "Session 47"). The partials cost registers, though: six
+// more a reduction, and the sm80 backward at 32-token blocks, at the
+// 255-register ceiling, keeps one chain (kSerialChains; its config's
+// kSerialReductions says what four cost it). The chain count also sets the
+// rounding order of row sums and dS's dot products.
+constexpr int kParallelChains = 4, kSerialChains = 1;
+template <int kChains = kParallelChains>
 struct RowPartials {
-  float part[2][4];
+  static_assert(kChains == 1 || kChains == 2 || kChains == 4, "one, two or four chains a row");
+  float part[2][kChains];
   __device__ __forceinline__ explicit RowPartials(float init) {
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kChains; ++i)
         part[r][i] = init;
   }
-  // Element (j, e) of the accumulator: row e >> 1, chain (e & 1) + 2 (j & 1).
-  __device__ __forceinline__ float& of(int j, int e) { return part[e >> 1][(e & 1) + 2 * (j & 1)]; }
+  // Element (j, e) of the accumulator: row e >> 1, chain ((e & 1) + 2 (j & 1)) % kChains.
+  __device__ __forceinline__ float& of(int j, int e) { return part[e >> 1][((e & 1) + 2 * (j & 1)) % kChains]; }
   __device__ __forceinline__ void max_in(int j, int e, float x) { of(j, e) = fmaxf(of(j, e), x); }
   __device__ __forceinline__ void add_in(int j, int e, float x) { of(j, e) += x; }
   __device__ __forceinline__ void fma_in(int j, int e, float x, float y) { of(j, e) = fmaf(x, y, of(j, e)); }
   __device__ __forceinline__ float max(int r) const {
-    return fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
+    if constexpr (kChains == 4) return fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
+    if constexpr (kChains == 2) return fmaxf(part[r][0], part[r][1]);
+    return part[r][0];
   }
-  __device__ __forceinline__ float sum(int r) const { return (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]); }
+  __device__ __forceinline__ float sum(int r) const {
+    if constexpr (kChains == 4) return (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
+    if constexpr (kChains == 2) return part[r][0] + part[r][1];
+    return part[r][0];
+  }
 };
 
 // Which key columns a thread's two rows (lane / 4 and lane / 4 + 8 of its
@@ -80,7 +93,7 @@ constexpr float kShiftedSumBound = 0x1p100f;
 // each exponential, p = exp2(s * scale_log2 - shift * scale_log2). That needs
 // scale_log2 > 0 (validation requires a positive softmax scale), so that the
 // max of the raw scores is the max of the scaled ones.
-template <int kN, bool kMasked, typename Keys, RowShift kShift = RowShift::kRowMax>
+template <int kN, bool kMasked, typename Keys, RowShift kShift = RowShift::kRowMax, int kChains = kParallelChains>
 __device__ __forceinline__ bool exp_rows(Accumulator<kN>& s, const Keys& keys, float scale_log2, float (&row_sum)[2],
                                          int lane) {
   static_assert(kShift == RowShift::kRowMax || !kMasked, "the first key must be valid for every row");
@@ -91,7 +104,7 @@ __device__ __forceinline__ bool exp_rows(Accumulator<kN>& s, const Keys& keys, f
     shift_scaled[0] = __shfl_sync(0xffffffffu, s.c[0][0], first_lane) * scale_log2;
     shift_scaled[1] = __shfl_sync(0xffffffffu, s.c[0][2], first_lane) * scale_log2;
   } else {
-    RowPartials row_max(-INFINITY);
+    RowPartials<kChains> row_max(-INFINITY);
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
@@ -100,7 +113,7 @@ __device__ __forceinline__ bool exp_rows(Accumulator<kN>& s, const Keys& keys, f
     shift_scaled[0] = quad_max(row_max.max(0)) * scale_log2;
     shift_scaled[1] = quad_max(row_max.max(1)) * scale_log2;
   }
-  RowPartials sums(0.f);
+  RowPartials<kChains> sums(0.f);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
@@ -134,11 +147,11 @@ __device__ __forceinline__ void exp_rows_masked(Accumulator<kN>& s, int valid_co
 // a third copy of the exponentials cost the sm80 backward 20-40 bytes more
 // of spills. kShift applies to whole blocks (every row sees every key);
 // partial and packed tiles take the row max. Returns exp_rows' verdict.
-template <int kN, RowShift kShift = RowShift::kRowMax>
+template <int kN, RowShift kShift = RowShift::kRowMax, int kChains = kParallelChains>
 __device__ __forceinline__ bool exp_rows_in_tile(Accumulator<kN>& s, const schedule::BlockDesc& b, int row0,
                                                  float scale_log2, float (&row_sum)[2], int lane) {
   if (b.segment_starts == 1 && b.row_count >= kN)
-    return exp_rows<kN, false, FirstKeys, kShift>(s, FirstKeys{kN}, scale_log2, row_sum, lane);
+    return exp_rows<kN, false, FirstKeys, kShift, kChains>(s, FirstKeys{kN}, scale_log2, row_sum, lane);
   KeyRanges keys{{0, 0}, {b.row_count, b.row_count}};
   if (b.segment_starts != 1) {
 #pragma unroll
@@ -148,7 +161,7 @@ __device__ __forceinline__ bool exp_rows_in_tile(Accumulator<kN>& s, const sched
       keys.width[h] = schedule::segment_end_row(b.segment_starts, row, b.row_count) - keys.lo[h];
     }
   }
-  return exp_rows<kN, true>(s, keys, scale_log2, row_sum, lane);
+  return exp_rows<kN, true, KeyRanges, RowShift::kRowMax, kChains>(s, keys, scale_log2, row_sum, lane);
 }
 
 // How 1 / row_sum is taken. row_sum lies in [1, keys] (its max term is
@@ -158,7 +171,8 @@ __device__ __forceinline__ bool exp_rows_in_tile(Accumulator<kN>& s, const sched
 // path per row (3.5% of the grouped backward's samples at D = 64,
 // docs/perf.md, "Session 47"). kIeee stays for the sm80 backward at
 // D = 128, where ptxas, at the 255-register ceiling, spilled 28 bytes more
-// with the approximate one (then `__fdividef`).
+// with the approximate one (then `__fdividef`), and at 32-token blocks
+// (its config's kSerialReductions).
 enum class Reciprocal { kApprox, kIeee };
 template <Reciprocal kR = Reciprocal::kApprox>
 __device__ __forceinline__ float reciprocal_of_sum(float row_sum) {
@@ -185,11 +199,11 @@ __device__ __forceinline__ RowScale inverse_valid_rows(const float (&row_sum)[2]
 // `p` comes from exp_rows_masked, `dp` is dO V^T. A ds_scale of the softmax
 // scale gives dQ = dS K and dK = dS^T Q already scaled, for the cost of an
 // FFMA where the unscaled step has an FADD (1 folds away).
-template <int kN>
+template <int kN, int kChains = kParallelChains>
 __device__ __forceinline__ void softmax_grad_rows(Accumulator<kN>& p, Accumulator<kN>& dp, const RowScale& inverse,
                                                   float ds_scale = 1.f) {
   const float(&inv)[2] = inverse.row;
-  RowPartials dots(0.f);
+  RowPartials<kChains> dots(0.f);
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
