@@ -143,7 +143,7 @@ __device__ __forceinline__ void backward_query_head(const Params& p, const Hooks
   constexpr int kChains = Cfg::kSerialReductions ? tile::kSerialChains : tile::kParallelChains;
   constexpr auto kRcp = Cfg::kSerialReductions || D > 64 ? tile::Reciprocal::kIeee : tile::Reciprocal::kApprox;
   tile::exp_rows_in_tile<kKeys, tile::RowShift::kRowMax, kChains>(probs, t.block, row0, p.attn.scale_log2, row_sum,
-                                                                   lane);
+                                                                  lane);
   // Where 1/row_sum is formed (before or after the dP product) only moves
   // ptxas's register allocation; each head dim takes the placement that
   // measured fewest spill bytes (docs/perf.md, "architecture refactor").
