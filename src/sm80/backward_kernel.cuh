@@ -81,7 +81,7 @@ struct BackwardConfig {
   // the approximate reciprocal, ptxas spilled where it had not (sm_90 code:
   // D = 128 56/108 bytes of spill stores/loads against 40/60, D = 64 255
   // registers and 24/40 against 198 and none), and on an H200 the two
-  // backwards read 4.5 and 7 points of copy less than in session 46
+  // backwards read 5 and 7 points of copy less than in session 46
   // (docs/perf.md, "Session 60"). Elsewhere the serial form spilled as much
   // or more (D = 32 with rotary 20/92 against 4/4, D = 224 12/16 against
   // none), so the other block sizes keep the parallel chains.

@@ -12,20 +12,20 @@
 namespace blockattn::tile {
 
 // A row reduction over a thread's fragments in kChains partial chains per
-// row (4: by the element's column parity and its fragment's; 2: by the
-// column parity; 1: one chain), joined at the end. With four, a 64-key
-// row's 16-deep dependent chain of FMNMX, FADD or FFMA becomes four of
-// depth 4 and two joins (128 keys: four of 8), which matters with two warps
-// a scheduler (the grouped backward at D = 64 issued on 44% of its cycles;
-// docs/perf.md, "Session 47"). The partials cost registers, though: six
-// more a reduction, and the sm80 backward at 32-token blocks, at the
-// 255-register ceiling, keeps one chain (kSerialChains; its config's
-// kSerialReductions says what four cost it). The chain count also sets the
-// rounding order of row sums and dS's dot products.
+// row (four: by the element's column parity and its fragment's; or one),
+// joined at the end. With four, a 64-key row's 16-deep dependent chain of
+// FMNMX, FADD or FFMA becomes four of depth 4 and two joins (128 keys: four
+// of 8), which matters with two warps a scheduler (the grouped backward at
+// D = 64 issued on 44% of its cycles; docs/perf.md, "Session 47"). The
+// partials cost registers, though: six more a reduction, and the sm80
+// backward at 32-token blocks, at the 255-register ceiling, keeps one chain
+// (kSerialChains; its config's kSerialReductions says what four cost it).
+// The chain count also sets the rounding order of row sums and dS's dot
+// products.
 constexpr int kParallelChains = 4, kSerialChains = 1;
 template <int kChains = kParallelChains>
 struct RowPartials {
-  static_assert(kChains == 1 || kChains == 2 || kChains == 4, "one, two or four chains a row");
+  static_assert(kChains == kSerialChains || kChains == kParallelChains, "one or four chains a row");
   float part[2][kChains];
   __device__ __forceinline__ explicit RowPartials(float init) {
 #pragma unroll
@@ -41,12 +41,10 @@ struct RowPartials {
   __device__ __forceinline__ void fma_in(int j, int e, float x, float y) { of(j, e) = fmaf(x, y, of(j, e)); }
   __device__ __forceinline__ float max(int r) const {
     if constexpr (kChains == 4) return fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
-    if constexpr (kChains == 2) return fmaxf(part[r][0], part[r][1]);
     return part[r][0];
   }
   __device__ __forceinline__ float sum(int r) const {
     if constexpr (kChains == 4) return (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
-    if constexpr (kChains == 2) return part[r][0] + part[r][1];
     return part[r][0];
   }
 };
