@@ -6,11 +6,14 @@
 //
 //   bench_blockattn [--workloads a,b,...] [--sweep] [--extra] [--reps N] [--json PATH]
 //                   [--backend auto|portable|hopper] [--rotary] [--block-size N] [--dtype bf16|fp16]
+//                   [--layout token-major|head-major]
 // --rotary also times each workload with rotary embeddings fused (q, k and v
 // rotated, half-split pairs, positions within each sequence, an fp32 table of
 // max_len rows, then the same table in the inputs' 16-bit type) and prints the
 // ratios to the plain kernels of the same run. --dtype fp16 runs the same
-// workloads in fp16 (docs/workloads.md defines them in bf16).
+// workloads in fp16 (docs/workloads.md defines them in bf16). --layout
+// head-major lays every tensor out as [heads, T, D] (each head's rows
+// contiguous) instead of the packed [T, heads, D].
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,16 +37,29 @@ using namespace blockattn;
 using namespace blockattn::testing;
 using namespace blockattn::bench;
 
-// Host copy of heads [first, first + count) of one block's rows of a packed
-// [T, heads, D] tensor, as dense fp64 [n, count, D].
+// Where a [T, heads, D] tensor's rows lie: packed token-major (element
+// (t, h, d) at (t heads + h) D + d, the layout docs/workloads.md defines) or
+// head-major ([heads, T, D] memory viewed as [T, heads, D], what a model that
+// keeps heads outermost passes). --layout picks one for every tensor.
+enum class Layout { kTokenMajor, kHeadMajor };
+
+struct Strides {
+  int64_t token, head;  // in elements
+  static Strides of(Layout l, int64_t tokens, int heads, int dim) {
+    return l == Layout::kTokenMajor ? Strides{int64_t{heads} * dim, dim} : Strides{dim, tokens * dim};
+  }
+};
+
+// Host copy of heads [first, first + count) of one block's rows of a
+// [T, heads, D] tensor with strides `st`, as dense fp64 [n, count, D].
 template <typename T>
-std::vector<double> block_rows(const DeviceBuffer<T>& t, const schedule::BlockDesc& b, int heads, int first, int count,
-                               int dim) {
-  const size_t row = static_cast<size_t>(count) * dim;
-  std::vector<T> rows(static_cast<size_t>(b.row_count) * row);
-  for (int r = 0; r < b.row_count; ++r)
-    BA_CHECK_CUDA(cudaMemcpy(rows.data() + r * row, t.get() + (size_t(b.row_begin + r) * heads + first) * dim,
-                             row * sizeof(T), cudaMemcpyDeviceToHost));
+std::vector<double> block_rows(const DeviceBuffer<T>& t, const Strides& st, const schedule::BlockDesc& b, int first,
+                               int count, int dim) {
+  std::vector<T> rows(static_cast<size_t>(b.row_count) * count * dim);
+  for (int h = 0; h < count; ++h)  // one strided copy per head: b.row_count rows of dim elements
+    BA_CHECK_CUDA(cudaMemcpy2D(rows.data() + size_t(h) * dim, size_t(count) * dim * sizeof(T),
+                               t.get() + b.row_begin * st.token + (first + h) * st.head, st.token * sizeof(T),
+                               dim * sizeof(T), b.row_count, cudaMemcpyDeviceToHost));
   std::vector<double> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i)
     out[i] = to_double(rows[i]);
@@ -70,8 +86,8 @@ struct Tensors {
 // query heads of the group, forward and backward outputs, against the fp64
 // reference on the same 16-bit inputs.
 template <typename T>
-double spot_check(const Tensors<T>& t, const std::vector<schedule::BlockDesc>& blocks, const Workload& w,
-                  int block_size) {
+double spot_check(const Tensors<T>& t, const Strides& q_st, const Strides& kv_st,
+                  const std::vector<schedule::BlockDesc>& blocks, const Workload& w, int block_size) {
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<size_t> pick(0, blocks.size() - 1);
   double worst = 0;
@@ -85,10 +101,8 @@ double spot_check(const Tensors<T>& t, const std::vector<schedule::BlockDesc>& b
     p.head_dim = w.head_dim;
     p.offsets = {0, b.row_count};
     p.block_size = block_size;
-    auto get_q = [&](const DeviceBuffer<T>& x) {
-      return block_rows(x, b, w.num_q_heads, kv_head * group, group, w.head_dim);
-    };
-    auto get_kv = [&](const DeviceBuffer<T>& x) { return block_rows(x, b, w.num_kv_heads, kv_head, 1, w.head_dim); };
+    auto get_q = [&](const DeviceBuffer<T>& x) { return block_rows(x, q_st, b, kv_head * group, group, w.head_dim); };
+    auto get_kv = [&](const DeviceBuffer<T>& x) { return block_rows(x, kv_st, b, kv_head, 1, w.head_dim); };
     const auto q = get_q(t.q), k = get_kv(t.k), v = get_kv(t.v), dout = get_q(t.dout);
     std::vector<double> out(q.size()), dq(q.size()), dk(k.size()), dv(k.size());
     reference::forward(p, q, k, v, out);
@@ -122,7 +136,8 @@ const char* backward_path(const BackwardArgs& a) {
 }
 
 template <typename Elem>
-Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary, int block_size) {
+Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary, int block_size,
+           Layout layout) {
   constexpr bool kHalf = std::is_same_v<Elem, __half>;
   const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   const auto offsets = offsets_from_lengths(lengths);
@@ -141,21 +156,22 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
 
   const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, kHalf ? DType::kFP16 : DType::kBF16,
                     block_size};
-  const int64_t row = int64_t{w.num_q_heads} * w.head_dim, kv_row = int64_t{w.num_kv_heads} * w.head_dim;
+  const auto q_st = Strides::of(layout, T, w.num_q_heads, w.head_dim);
+  const auto kv_st = Strides::of(layout, T, w.num_kv_heads, w.head_dim);
   ForwardArgs fa;
   fa.shape = shape;
   fa.offsets = d_offsets.get();
-  fa.q = {t.q.get(), row, w.head_dim};
-  fa.k = {t.k.get(), kv_row, w.head_dim};
-  fa.v = {t.v.get(), kv_row, w.head_dim};
-  fa.out = {t.out.get(), row, w.head_dim};
+  fa.q = {t.q.get(), q_st.token, q_st.head};
+  fa.k = {t.k.get(), kv_st.token, kv_st.head};
+  fa.v = {t.v.get(), kv_st.token, kv_st.head};
+  fa.out = {t.out.get(), q_st.token, q_st.head};
   fa.options.backend = backend;
   BackwardArgs ba;
   static_cast<AttentionInputs&>(ba) = fa;
-  ba.dout = {t.dout.get(), row, w.head_dim};
-  ba.dq = {t.dq.get(), row, w.head_dim};
-  ba.dk = {t.dk.get(), kv_row, w.head_dim};
-  ba.dv = {t.dv.get(), kv_row, w.head_dim};
+  ba.dout = {t.dout.get(), q_st.token, q_st.head};
+  ba.dq = {t.dq.get(), q_st.token, q_st.head};
+  ba.dk = {t.dk.get(), kv_st.token, kv_st.head};
+  ba.dv = {t.dv.get(), kv_st.token, kv_st.head};
 
   auto check = [](const Status& s) {
     if (!s.ok()) {
@@ -171,7 +187,7 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
 
   Result r{w, T, 0, 0, 0, 0, 0, 0, 0};
   const auto blocks = reference::block_schedule(offsets, static_cast<int32_t>(T), block_size);
-  r.max_rel_err = spot_check(t, blocks, w, block_size);
+  r.max_rel_err = spot_check(t, q_st, kv_st, blocks, w, block_size);
   r.fwd_ms = median_ms(fwd, reps);
   r.bwd_ms = median_ms(bwd, reps);
   if (with_rotary) {
@@ -243,7 +259,7 @@ std::string json_ms(double ms) {
 }
 
 void write_json(const char* path, const std::vector<Result>& results, double copy_tbs, const char* gpu,
-                const char* dtype, const char* backend, int block_size) {
+                const char* dtype, const char* backend, int block_size, const char* layout) {
   FILE* f = std::fopen(path, "w");
   if (!f) {
     std::perror(path);
@@ -251,8 +267,8 @@ void write_json(const char* path, const std::vector<Result>& results, double cop
   }
   std::fprintf(f,
                "{\n  \"gpu\": \"%s\",\n  \"dtype\": \"%s\",\n  \"backend\": \"%s\",\n  \"block_size\": %d,\n"
-               "  \"copy_tb_per_s\": %.4f,\n  \"results\": [\n",
-               gpu, dtype, backend, block_size, copy_tbs);
+               "  \"layout\": \"%s\",\n  \"copy_tb_per_s\": %.4f,\n  \"results\": [\n",
+               gpu, dtype, backend, block_size, layout, copy_tbs);
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     std::fprintf(f,
@@ -283,6 +299,7 @@ int main(int argc, char** argv) {
   int block_size = kDefaultBlockSize;
   std::string json;
   Backend backend = Backend::kAuto;
+  Layout layout = Layout::kTokenMajor;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -322,6 +339,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       fp16 = d == "fp16";
+    } else if (a == "--layout") {
+      const std::string l = value();
+      if (l != "token-major" && l != "head-major") {
+        std::fprintf(stderr, "--layout takes token-major or head-major, not '%s'\n", l.c_str());
+        return 2;
+      }
+      layout = l == "head-major" ? Layout::kHeadMajor : Layout::kTokenMajor;
     } else if (a == "--block-size") {
       block_size = std::atoi(value().c_str());
     } else if (a == "--reps") {
@@ -335,7 +359,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--workloads a,b] [--sweep] [--extra] [--reps N>=20] [--json PATH] [--backend "
                    "auto|portable|hopper] "
-                   "[--rotary] [--block-size N] [--dtype bf16|fp16]\n",
+                   "[--rotary] [--block-size N] [--dtype bf16|fp16] [--layout token-major|head-major]\n",
                    argv[0]);
       return 2;
     }
@@ -347,17 +371,20 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop;
   BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const char* layout_name = layout == Layout::kHeadMajor ? "head-major" : "token-major";
   const double copy_tbs = copy_bandwidth_tbs(reps);
   static const char* kBackendNames[] = {"auto", "portable", "hopper"};
-  std::printf("GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)   forward backend: %s   dtype: %s\n",
-              prop.name, prop.multiProcessorCount, copy_tbs, kBackendNames[static_cast<int>(backend)],
-              fp16 ? "fp16" : "bf16");
+  std::printf(
+      "GPU: %s (%d SMs)   device-to-device copy: %.3f TB/s (read + write)   forward backend: %s   dtype: %s   layout: "
+      "%s\n",
+      prop.name, prop.multiProcessorCount, copy_tbs, kBackendNames[static_cast<int>(backend)], fp16 ? "fp16" : "bf16",
+      layout_name);
 
   std::vector<Result> results;
   bool accurate = true;
   for (const auto& w : workloads) {
-    results.push_back(fp16 ? run<__half>(w, copy_tbs, reps, backend, with_rotary, block_size)
-                           : run<bf16>(w, copy_tbs, reps, backend, with_rotary, block_size));
+    results.push_back(fp16 ? run<__half>(w, copy_tbs, reps, backend, with_rotary, block_size, layout)
+                           : run<bf16>(w, copy_tbs, reps, backend, with_rotary, block_size, layout));
     const Result& r = results.back();
     accurate &= r.max_rel_err <= 1e-2;
     std::fflush(stdout);
@@ -387,7 +414,7 @@ int main(int argc, char** argv) {
   }
   if (!json.empty())
     write_json(json.c_str(), results, copy_tbs, prop.name, fp16 ? "fp16" : "bf16",
-               kBackendNames[static_cast<int>(backend)], block_size);
+               kBackendNames[static_cast<int>(backend)], block_size, layout_name);
   if (!accurate) {
     std::fprintf(stderr, "bench_blockattn: a spot check exceeded relative L2 error 1e-2\n");
     return 1;
