@@ -158,6 +158,9 @@ def compare_dense(records, dense_runs, tolerance):
 
 def compare(records, runs, tolerance, ratio_tolerance):
     """Rows (workload, setup, figure, recorded, now, verdict) and the number of regressions."""
+    for run in runs:  # bench_blockattn --layout head-major: not what any record timed
+        if run.get("layout", "token-major") != "token-major":
+            raise ValueError(f"a run timed {run['layout']} tensors; the records are of packed [T, H, D] ones")
     best, gpus = best_results(runs)
     rows, regressions = [], 0
     for rec in records:
@@ -242,7 +245,11 @@ def main():
     if not runs:
         print("regression_check: no benchmark results to compare")
         return 1
-    rows, regressions = compare(records, runs, args.tolerance, args.ratio_tolerance)
+    try:
+        rows, regressions = compare(records, runs, args.tolerance, args.ratio_tolerance)
+    except ValueError as e:
+        print(f"regression_check: {e}")
+        return 2
     if args.dense_results:
         dense_rows, dense_regressions = compare_dense(
             dense_records, [json.loads(p.read_text()) for p in args.dense_results], args.dense_tolerance)
