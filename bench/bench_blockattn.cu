@@ -29,6 +29,7 @@
 #include "reference/reference.h"
 #include "support/device_buffer.h"
 #include "support/jagged_batch.h"
+#include "support/tensor_layout.h"
 #include "support/workloads.h"
 
 namespace {
@@ -37,29 +38,16 @@ using namespace blockattn;
 using namespace blockattn::testing;
 using namespace blockattn::bench;
 
-// Where a [T, heads, D] tensor's rows lie: packed token-major (element
-// (t, h, d) at (t heads + h) D + d, the layout docs/workloads.md defines) or
-// head-major ([heads, T, D] memory viewed as [T, heads, D], what a model that
-// keeps heads outermost passes). --layout picks one for every tensor.
-enum class Layout { kTokenMajor, kHeadMajor };
-
-struct Strides {
-  int64_t token, head;  // in elements
-  static Strides of(Layout l, int64_t tokens, int heads, int dim) {
-    return l == Layout::kTokenMajor ? Strides{int64_t{heads} * dim, dim} : Strides{dim, tokens * dim};
-  }
-};
-
 // Host copy of heads [first, first + count) of one block's rows of a
-// [T, heads, D] tensor with strides `st`, as dense fp64 [n, count, D].
+// [T, heads, D] tensor laid out as `l`, as dense fp64 [n, count, D].
 template <typename T>
-std::vector<double> block_rows(const DeviceBuffer<T>& t, const Strides& st, const schedule::BlockDesc& b, int first,
+std::vector<double> block_rows(const DeviceBuffer<T>& t, const Layout& l, const schedule::BlockDesc& b, int first,
                                int count, int dim) {
   std::vector<T> rows(static_cast<size_t>(b.row_count) * count * dim);
   for (int h = 0; h < count; ++h)  // one strided copy per head: b.row_count rows of dim elements
     BA_CHECK_CUDA(cudaMemcpy2D(rows.data() + size_t(h) * dim, size_t(count) * dim * sizeof(T),
-                               t.get() + b.row_begin * st.token + (first + h) * st.head, st.token * sizeof(T),
-                               dim * sizeof(T), b.row_count, cudaMemcpyDeviceToHost));
+                               t.get() + l.at(b.row_begin, first + h, 0), l.token_stride * sizeof(T), dim * sizeof(T),
+                               b.row_count, cudaMemcpyDeviceToHost));
   std::vector<double> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i)
     out[i] = to_double(rows[i]);
@@ -86,7 +74,7 @@ struct Tensors {
 // query heads of the group, forward and backward outputs, against the fp64
 // reference on the same 16-bit inputs.
 template <typename T>
-double spot_check(const Tensors<T>& t, const Strides& q_st, const Strides& kv_st,
+double spot_check(const Tensors<T>& t, const Layout& ql, const Layout& kl,
                   const std::vector<schedule::BlockDesc>& blocks, const Workload& w, int block_size) {
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<size_t> pick(0, blocks.size() - 1);
@@ -101,8 +89,8 @@ double spot_check(const Tensors<T>& t, const Strides& q_st, const Strides& kv_st
     p.head_dim = w.head_dim;
     p.offsets = {0, b.row_count};
     p.block_size = block_size;
-    auto get_q = [&](const DeviceBuffer<T>& x) { return block_rows(x, q_st, b, kv_head * group, group, w.head_dim); };
-    auto get_kv = [&](const DeviceBuffer<T>& x) { return block_rows(x, kv_st, b, kv_head, 1, w.head_dim); };
+    auto get_q = [&](const DeviceBuffer<T>& x) { return block_rows(x, ql, b, kv_head * group, group, w.head_dim); };
+    auto get_kv = [&](const DeviceBuffer<T>& x) { return block_rows(x, kl, b, kv_head, 1, w.head_dim); };
     const auto q = get_q(t.q), k = get_kv(t.k), v = get_kv(t.v), dout = get_q(t.dout);
     std::vector<double> out(q.size()), dq(q.size()), dk(k.size()), dv(k.size());
     reference::forward(p, q, k, v, out);
@@ -137,7 +125,7 @@ const char* backward_path(const BackwardArgs& a) {
 
 template <typename Elem>
 Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool with_rotary, int block_size,
-           Layout layout) {
+           LayoutKind layout) {
   constexpr bool kHalf = std::is_same_v<Elem, __half>;
   const auto lengths = sequence_lengths(w.num_seqs, w.max_len, w.fill, /*seed=*/0);
   const auto offsets = offsets_from_lengths(lengths);
@@ -156,22 +144,22 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
 
   const Shape shape{w.num_seqs, T, w.num_q_heads, w.num_kv_heads, w.head_dim, kHalf ? DType::kFP16 : DType::kBF16,
                     block_size};
-  const auto q_st = Strides::of(layout, T, w.num_q_heads, w.head_dim);
-  const auto kv_st = Strides::of(layout, T, w.num_kv_heads, w.head_dim);
+  const Layout ql = make_layout(T, w.num_q_heads, w.head_dim, layout);
+  const Layout kl = make_layout(T, w.num_kv_heads, w.head_dim, layout);
   ForwardArgs fa;
   fa.shape = shape;
   fa.offsets = d_offsets.get();
-  fa.q = {t.q.get(), q_st.token, q_st.head};
-  fa.k = {t.k.get(), kv_st.token, kv_st.head};
-  fa.v = {t.v.get(), kv_st.token, kv_st.head};
-  fa.out = {t.out.get(), q_st.token, q_st.head};
+  fa.q = ql.view(t.q.get());
+  fa.k = kl.view(t.k.get());
+  fa.v = kl.view(t.v.get());
+  fa.out = ql.view(t.out.get());
   fa.options.backend = backend;
   BackwardArgs ba;
   static_cast<AttentionInputs&>(ba) = fa;
-  ba.dout = {t.dout.get(), q_st.token, q_st.head};
-  ba.dq = {t.dq.get(), q_st.token, q_st.head};
-  ba.dk = {t.dk.get(), kv_st.token, kv_st.head};
-  ba.dv = {t.dv.get(), kv_st.token, kv_st.head};
+  ba.dout = ql.view(t.dout.get());
+  ba.dq = ql.view(t.dq.get());
+  ba.dk = kl.view(t.dk.get());
+  ba.dv = kl.view(t.dv.get());
 
   auto check = [](const Status& s) {
     if (!s.ok()) {
@@ -187,7 +175,7 @@ Result run(const Workload& w, double copy_tbs, int reps, Backend backend, bool w
 
   Result r{w, T, 0, 0, 0, 0, 0, 0, 0};
   const auto blocks = reference::block_schedule(offsets, static_cast<int32_t>(T), block_size);
-  r.max_rel_err = spot_check(t, q_st, kv_st, blocks, w, block_size);
+  r.max_rel_err = spot_check(t, ql, kl, blocks, w, block_size);
   r.fwd_ms = median_ms(fwd, reps);
   r.bwd_ms = median_ms(bwd, reps);
   if (with_rotary) {
@@ -299,7 +287,7 @@ int main(int argc, char** argv) {
   int block_size = kDefaultBlockSize;
   std::string json;
   Backend backend = Backend::kAuto;
-  Layout layout = Layout::kTokenMajor;
+  LayoutKind layout = LayoutKind::kPacked;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -345,7 +333,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--layout takes token-major or head-major, not '%s'\n", l.c_str());
         return 2;
       }
-      layout = l == "head-major" ? Layout::kHeadMajor : Layout::kTokenMajor;
+      layout = l == "head-major" ? LayoutKind::kHeadMajor : LayoutKind::kPacked;
     } else if (a == "--block-size") {
       block_size = std::atoi(value().c_str());
     } else if (a == "--reps") {
@@ -371,7 +359,7 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop;
   BA_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  const char* layout_name = layout == Layout::kHeadMajor ? "head-major" : "token-major";
+  const char* layout_name = layout == LayoutKind::kHeadMajor ? "head-major" : "token-major";
   const double copy_tbs = copy_bandwidth_tbs(reps);
   static const char* kBackendNames[] = {"auto", "portable", "hopper"};
   std::printf(

@@ -20,12 +20,13 @@
 #include "common/test_seed.h"
 #include "core/device_info.h"
 #include "core/kernel_table.h"
-#include "schedule/block_schedule.h"
 #include "reference/reference.h"
+#include "schedule/block_schedule.h"
 #include "sm90/params.h"
 #include "support/device_buffer.h"
 #include "support/jagged_batch.h"
 #include "support/late_copy.h"
+#include "support/tensor_layout.h"
 
 namespace blockattn {
 namespace {
@@ -43,23 +44,16 @@ std::vector<int> built_block_sizes(int head_dim = 0);
 // Cases written for one head dim or block size skip, saying so, in a build
 // restricted to others (BLOCKATTN_HEAD_DIMS, BLOCKATTN_BLOCK_SIZES); the
 // parametrized suites cover what was built.
-#define REQUIRE_BUILT(built_values, value, what, option)                                 \
-  do {                                                                                   \
-    const std::vector<int> built = (built_values);                                       \
-    if (std::find(built.begin(), built.end(), (value)) == built.end())                   \
-      GTEST_SKIP() << what " " << (value) << " is not in this build (" option ")";       \
+#define REQUIRE_BUILT(built_values, value, what, option)                           \
+  do {                                                                             \
+    const std::vector<int> built = (built_values);                                 \
+    if (std::find(built.begin(), built.end(), (value)) == built.end())             \
+      GTEST_SKIP() << what " " << (value) << " is not in this build (" option ")"; \
   } while (0)
 #define REQUIRE_HEAD_DIM(d) REQUIRE_BUILT(built_head_dims(), d, "head_dim", "BLOCKATTN_HEAD_DIMS")
 #define REQUIRE_BLOCK_SIZE(b) REQUIRE_BUILT(built_block_sizes(), b, "block_size", "BLOCKATTN_BLOCK_SIZES")
 
 enum class OffsetsKind { kValid, kUnownedEdges, kMalformed };
-
-// How a [T, H, D] tensor sits in memory.
-enum class LayoutKind {
-  kPacked,     // [T, H, D] contiguous
-  kPadded,     // strided rows with gaps between heads and tokens
-  kHeadMajor,  // [H, T, D]: token stride D, head stride T * D
-};
 
 // Rotary embeddings of a case (off when dim == 0). Tables hold random values
 // (the rotation need not be orthogonal for the check) and end before the
@@ -70,9 +64,9 @@ struct RotaryCase {
   RotaryPairs pairs = RotaryPairs::kHalfSplit;
   RotaryPositions positions = RotaryPositions::kInSequence;
   bool rotate_v = false;
-  bool seq_starts = false;  // kInSequence: a random start per sequence
-  bool strided = false;     // one [P, r] table holding [sin | cos], two strided views
-  bool table_fp32 = true;   // else the inputs' dtype
+  bool seq_starts = false;   // kInSequence: a random start per sequence
+  bool strided = false;      // one [P, r] table holding [sin | cos], two strided views
+  bool table_fp32 = true;    // else the inputs' dtype
   bool padded_rows = false;  // separate tables whose rows are padded to 16 bytes (vector loads even where r/2 is odd)
 };
 
@@ -106,31 +100,6 @@ std::string config_string(const Config& c) {
 }
 std::string config_name(const ::testing::TestParamInfo<Config>& info) { return config_string(info.param); }
 void PrintTo(const Config& c, std::ostream* os) { *os << config_string(c); }
-
-// A [T, H, D] tensor's layout in memory.
-struct Layout {
-  int heads, dim;
-  int64_t token_stride, head_stride;
-  int64_t tokens;
-  // Elements from the first to one past the last that the view can touch.
-  size_t elems() const {
-    return tokens == 0 ? 0 : static_cast<size_t>((tokens - 1) * token_stride + (heads - 1) * head_stride + dim);
-  }
-  size_t at(int64_t t, int h, int d) const { return static_cast<size_t>(t * token_stride + h * head_stride + d); }
-  TensorView view(void* data) const { return {data, token_stride, head_stride}; }
-};
-
-Layout make_layout(int64_t tokens, int heads, int dim, LayoutKind kind) {
-  switch (kind) {
-    case LayoutKind::kPacked:
-      return {heads, dim, int64_t{heads} * dim, dim, tokens};
-    case LayoutKind::kPadded:
-      return {heads, dim, int64_t{heads} * (dim + 8) + 16, dim + 8, tokens};
-    case LayoutKind::kHeadMajor:
-      return {heads, dim, dim, std::max<int64_t>(tokens, 1) * dim, tokens};
-  }
-  return {};
-}
 
 // Arguments over device tensors laid out as `ql` (query-head tensors) and
 // `kl` (KV-head tensors).
@@ -735,9 +704,21 @@ std::vector<Config> all_configs() {
       Config padded{DType::kFP16, d, 3, 3, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
       Config scaled{DType::kBF16, d, 2, 2, LayoutKind::kHeadMajor, OffsetsKind::kValid, 0.3f};
       Config malformed{DType::kFP16, d, 2, 2, LayoutKind::kPacked, OffsetsKind::kMalformed};
-      Config rope_qkv{DType::kFP16,         d,   3, 3, LayoutKind::kPadded, OffsetsKind::kUnownedEdges, 0.f,
+      Config rope_qkv{DType::kFP16,
+                      d,
+                      3,
+                      3,
+                      LayoutKind::kPadded,
+                      OffsetsKind::kUnownedEdges,
+                      0.f,
                       {d / 2 + 2, P::kInterleaved, Pos::kInSequence, true, true, true, false}};
-      Config rope_staged{DType::kBF16, d,   4, 4, LayoutKind::kPadded, OffsetsKind::kValid, 0.f,
+      Config rope_staged{DType::kBF16,
+                         d,
+                         4,
+                         4,
+                         LayoutKind::kPadded,
+                         OffsetsKind::kValid,
+                         0.f,
                          {d, P::kHalfSplit, Pos::kInSequence, true, true, false, false}};
       for (Config c : {plain, gqa, rope, padded, scaled, malformed, rope_qkv, rope_staged}) {
         c.block_size = b;
@@ -778,9 +759,21 @@ std::vector<Config> packed_configs() {
       Config plain{DType::kBF16, d, 4, 4, LayoutKind::kPacked, OffsetsKind::kValid};
       Config gqa{DType::kFP16, d, 8, 2, LayoutKind::kPadded, OffsetsKind::kUnownedEdges};
       Config malformed{DType::kBF16, d, 2, 1, LayoutKind::kPacked, OffsetsKind::kMalformed};
-      Config rope{DType::kBF16, d, 4, 2, LayoutKind::kPacked, OffsetsKind::kValid, 0.f,
+      Config rope{DType::kBF16,
+                  d,
+                  4,
+                  2,
+                  LayoutKind::kPacked,
+                  OffsetsKind::kValid,
+                  0.f,
                   {d, P::kHalfSplit, Pos::kInSequence, true, true}};
-      Config rope_rows{DType::kFP16, d, 2, 2, LayoutKind::kHeadMajor, OffsetsKind::kValid, 0.f,
+      Config rope_rows{DType::kFP16,
+                       d,
+                       2,
+                       2,
+                       LayoutKind::kHeadMajor,
+                       OffsetsKind::kValid,
+                       0.f,
                        {d, P::kInterleaved, Pos::kTokenRow}};
       // The D = 64 forward's head pairs (sm90 forward_heads_per_slot): an odd
       // head count (a last slot of one head), groups of three (a pair that
@@ -1252,9 +1245,9 @@ TEST_P(ProgrammaticLaunch, KernelsWaitForTheKernelBeforeThem) {
         for (auto* t : {&q, &k, &v, &dout})
           t->upload(HostTensor<__nv_bfloat16>(l, rng).stored);
         offsets.upload(std::vector<int32_t>(offsets_host.size(), 0));
-        BA_CHECK_CUDA(enqueue_late_copies({copy_of(q_late, q), copy_of(k_late, k), copy_of(v_late, v),
-                                           copy_of(offsets_late, offsets)},
-                                          kDelayUs, nullptr));
+        BA_CHECK_CUDA(enqueue_late_copies(
+            {copy_of(q_late, q), copy_of(k_late, k), copy_of(v_late, v), copy_of(offsets_late, offsets)}, kDelayUs,
+            nullptr));
       } else {
         for (auto [from, to] : {std::pair{&q_late, &q}, {&k_late, &k}, {&v_late, &v}, {&dout_late, &dout}})
           BA_CHECK_CUDA(cudaMemcpy(to->get(), from->get(), to->bytes(), cudaMemcpyDeviceToDevice));

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <set>
-#include <string>
+
+#include "core/kernel_table.h"
 
 namespace {
 
@@ -18,22 +18,10 @@ namespace {
 // library's tests that way and tested the old kernels (docs/perf.md,
 // "Session 60"); this line says what is tested.
 void print_what_is_tested() {
-  size_t n = 0;
-  const blockattn::KernelConfig* rows = blockattn::supported_configs(&n);
-  std::set<int> dims, blocks;
-  for (size_t i = 0; i < n; ++i) {
-    dims.insert(rows[i].head_dim);
-    blocks.insert(rows[i].block_size);
-  }
-  std::string built;
-  for (int d : dims)
-    built += " " + std::to_string(d);
-  built += "; block sizes";
-  for (int b : blocks)
-    built += " " + std::to_string(b);
   std::printf(
-      "test_gpu: blockattn %s linked in statically (LD_LIBRARY_PATH does not change the kernels tested); head dims%s\n",
-      blockattn::version(), built.c_str());
+      "test_gpu: blockattn %s linked in statically (LD_LIBRARY_PATH does not change the kernels tested); head dims "
+      "%s; block sizes %s\n",
+      blockattn::version(), blockattn::core::built_head_dims().c_str(), blockattn::core::built_block_sizes().c_str());
 }
 
 }  // namespace
