@@ -15,18 +15,18 @@
 namespace blockattn {
 
 // What chooses among a table row's kernels (its variants: KernelOf in
-// common/kernel_launcher.cuh): the kind of batch, whether a backward's
+// common/kernel_launcher.cuh): the kind of batch, whether the problem's
 // query heads are grouped (num_q_heads != num_kv_heads), and whether the
 // host staged the rotary tables' rows for TMA copies (sm90's
 // Params::staged_angles, set by its backend after kernel_variant()), each
 // of which a row may serve with a kernel of its own.
 struct KernelVariant {
   BatchKind batch;
-  bool grouped_backward;
+  bool grouped_heads;
   bool staged_tables = false;
 };
 inline KernelVariant kernel_variant(const core::Problem& p) {
-  return {batch_kind(p, core::DeviceTraits{core::memory_peak_gbps()}), grouped_backward(p)};
+  return {batch_kind(p, core::DeviceTraits{core::memory_peak_gbps()}), grouped_heads(p)};
 }
 
 // Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy

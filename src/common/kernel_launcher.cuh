@@ -82,8 +82,8 @@ struct KernelLauncher {
 // and its config (`Config::kThreads`, `Config::kSmemBytes`), and may add
 // nested variants with the same two members: `ShortSequences`, `FewBlocks`
 // and `ManyBlocks`, the row's kernels for BatchKind::kShort, kFewBlocks and
-// kManyBlocks (core/batch_kind.h), `Grouped`, its kernel for a backward
-// with grouped query heads, and `StagedTables`, its kernel where the host
+// kManyBlocks (core/batch_kind.h), `Grouped`, its kernel for grouped
+// query heads, and `StagedTables`, its kernel where the host
 // staged the rotary tables' rows (KernelVariant).
 template <typename Params, Operation Op, typename T, int D, int B, core::Fusion F>
 struct KernelOf;
@@ -125,7 +125,7 @@ using LauncherFor = KernelLauncher<Params, Of::kernel, typename Of::Config>;
 template <typename Params, typename Of, typename Fn>
 auto with_variant(KernelVariant variant, Fn&& fn) {
   if constexpr (kHasGroupedVariant<Of>)
-    if (variant.grouped_backward) return fn(LauncherFor<Params, typename Of::Grouped>{});
+    if (variant.grouped_heads) return fn(LauncherFor<Params, typename Of::Grouped>{});
   if (variant.batch == BatchKind::kShort) return fn(LauncherFor<Params, typename ShortSequencesOf<Of>::type>{});
   if constexpr (kHasStagedTablesVariant<Of>)
     if (variant.staged_tables) return fn(LauncherFor<Params, typename Of::StagedTables>{});

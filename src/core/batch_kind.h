@@ -73,12 +73,13 @@ constexpr int many_blocks_min_x2(Operation op, int head_dim, int block_size, boo
   return head_dim == 64 ? 16 : 0;
 }
 
-// A backward whose query heads are grouped (num_q_heads != num_kv_heads):
-// a row may serve it with a kernel of its own (KernelOf<...>::Grouped), and
-// kAuto may take a row for it (AutoUse::kExceptLongMhaOnSlowMemory).
-inline bool grouped_backward(const core::Problem& p) {
-  return p.operation == Operation::kBackward && p.shape.num_q_heads != p.shape.num_kv_heads;
-}
+// A problem whose query heads are grouped (num_q_heads != num_kv_heads): a
+// row may serve it with a kernel of its own (KernelOf<...>::Grouped).
+inline bool grouped_heads(const core::Problem& p) { return p.shape.num_q_heads != p.shape.num_kv_heads; }
+
+// A backward whose query heads are grouped: kAuto may take a row for it
+// (AutoUse::kExceptLongMhaOnSlowMemory).
+inline bool grouped_backward(const core::Problem& p) { return p.operation == Operation::kBackward && grouped_heads(p); }
 
 inline BatchKind batch_kind(const core::Problem& p, const core::DeviceTraits& device = {}) {
   if (p.short_blocks) return BatchKind::kShort;

@@ -14,9 +14,6 @@ namespace blockattn::sm90 {
 // V is free once S and dP are done, K once dQ is, dO once dV is, Q once dK is.
 enum BackwardTensor : int { kTensorV = 0, kTensorK = 1, kTensorDout = 2, kTensorQ = 3, kBackwardTensors = 4 };
 
-// The named barrier of the two consumer warpgroups (0 is __syncthreads).
-constexpr uint32_t kConsumersBarrier = 1;
-
 // The producer's part: tensor n of tile t into `slot` (kChunks chunks laid
 // out as `Layout`), completing on `full`.
 template <typename Layout, int kChunks>

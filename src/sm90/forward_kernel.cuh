@@ -12,6 +12,9 @@
 //            against all 128 keys (a slot group in the frame's terms), or
 //            taken whole by one, row half after row half (rotary:
 //            forward_tile_consumers).
+// Grouped-query heads at D = 64 run grouped_forward.cuh instead (the rows'
+// Grouped variant, below), which loads a block's K and V once for a KV
+// head's query heads.
 // The workload is memory-bound (32 FLOP/byte): all the design is about keeping
 // kStages tiles of loads in flight per SM from the first tile to the last.
 // With rotary at D = 128 (and D = 64 at 128-token blocks:
@@ -33,6 +36,7 @@
 
 #include "common/kernel_launcher.cuh"
 #include "sm90/frame.cuh"
+#include "sm90/grouped_forward.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"
 #include "sm90/wgmma.cuh"
@@ -503,9 +507,23 @@ __global__ void __launch_bounds__(ForwardConfigOf<T, D, B, F, C, P, H>::kThreads
 
 }  // namespace blockattn::sm90
 
+namespace blockattn::sm90 {
+// Rows where grouped_forward_kernel() holds carry the grouped forward as
+// their Grouped variant.
+template <typename T, int D, int B, core::Fusion F, bool = grouped_forward_kernel(D, B, F == core::Fusion::kRotary)>
+struct GroupedForwardOf {};
+template <typename T, int D, int B, core::Fusion F>
+struct GroupedForwardOf<T, D, B, F, true> {
+  struct Grouped {
+    using Config = GroupedForwardConfig<T, D>;
+    static constexpr auto kernel = grouped_forward_kernel<T, D, F>;
+  };
+};
+}  // namespace blockattn::sm90
+
 namespace blockattn {
 template <typename T, int D, int B, core::Fusion F>
-struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> {
+struct KernelOf<sm90::Params, Operation::kForward, T, D, B, F> : sm90::GroupedForwardOf<T, D, B, F> {
   using Config =
       sm90::ForwardLaunchConfig<sm90::ForwardConfigOf<T, D, B, F, sm90::forward_consumers(D, B, F, BatchKind::kLong),
                                                       false, sm90::forward_heads_per_slot(D, B, F, BatchKind::kLong)>,

@@ -244,9 +244,6 @@ struct GroupedBackwardSmem {
   }
 };
 
-// Each consumer's named barrier (0 is __syncthreads, kConsumersBarrier both
-// consumers').
-constexpr uint32_t kOwnBarrier0 = 2;
 // The consumers' turns (Cfg::kTakeTurns): barriers 4 and 5.
 constexpr uint32_t kTurnBarrier0 = 4;
 

@@ -24,6 +24,10 @@ namespace blockattn::sm90 {
 // A head's tensors in the ring, in release order (both after its last products).
 enum GroupedHeadTensor : int { kHeadDout = 0, kHeadQ = 1, kHeadTensors = 2 };
 
+// Each consumer's named barrier (0 is __syncthreads, kConsumersBarrier both
+// consumers').
+constexpr uint32_t kOwnBarrier0 = 2;
+
 // A unit's K and V: pair u % 2 of the CTA's u-th unit, with its barriers.
 struct KvPair {
   unsigned char* k;
@@ -34,16 +38,18 @@ struct KvPair {
 };
 
 // The whole frame for `num_units` units (unit = blockIdx.x + i * gridDim.x)
-// of `group_size` heads: the producer runs load_kv(coords, pair) once per
-// unit and load_head(coords, n, slot, full_barrier) for tensor n % 2 of head
-// n / 2; every consumer warpgroup c runs op(coords, u, first, c) for the
-// CTA's u-th unit, `first` being its first tensor in the ring's stream, and
+// of `group_size` heads of kTensorsPerHead tensors each (the backward's dO
+// and Q, the grouped forward's Q): the producer runs load_kv(coords, pair)
+// once per unit and load_head(coords, n, slot, full_barrier) for tensor
+// n % kTensorsPerHead of head n / kTensorsPerHead; every consumer warpgroup c
+// runs op(coords, u, first, c) for the CTA's u-th unit, `first` being its
+// first tensor in the ring's stream, and
 // finish() once after its last (what must be done before the CTA exits).
 // `Smem` has the ring, pair(u) and init_barriers() (thread 0, before the
 // roles split: the ring's, the pairs' and any of the unit op's own). Empty
 // entries of the tiles table take nothing, on both sides alike.
-template <typename Cfg, typename Smem, typename CoordsOf, typename LoadKv, typename LoadHead, typename UnitOp,
-          typename Finish>
+template <typename Cfg, int kTensorsPerHead = kHeadTensors, typename Smem, typename CoordsOf, typename LoadKv,
+          typename LoadHead, typename UnitOp, typename Finish>
 __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, int group_size, CoordsOf&& coords_of,
                                                  LoadKv&& load_kv, LoadHead&& load_head, UnitOp&& op, Finish&& finish) {
   if (threadIdx.x == 0) {
@@ -62,7 +68,7 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
           kv.full->arrive_expect_tx(2 * Cfg::kSlotBytes);
           load_kv(coords, kv);
 #pragma unroll 1
-          for (int n = 0; n < kHeadTensors * group_size; ++n, ++j) {
+          for (int n = 0; n < kTensorsPerHead * group_size; ++n, ++j) {
             const auto slot = RingSlot<Cfg::kSlots>::of(j);
             sm.ring.empty[slot.stage].wait(slot.empty_parity());
             sm.ring.full[slot.stage].arrive_expect_tx(Cfg::kSlotBytes);  // rows past T are zero-filled but counted
@@ -76,7 +82,7 @@ __device__ __forceinline__ void run_grouped_ring(const Smem& sm, int num_units, 
           const auto coords = coords_of(unit);
           if (coords.block.row_count == 0) continue;
           op(coords, u++, first, consumer);
-          first += kHeadTensors * group_size;
+          first += kTensorsPerHead * group_size;
         }
         finish();
       });

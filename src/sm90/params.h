@@ -92,6 +92,24 @@ constexpr bool grouped_backward_kernel(int head_dim, int block_size, bool rotary
   return (head_dim == 64 || head_dim == 128) && block_size == 64 && !rotary;
 }
 
+// Whether a forward row has the grouped-query kernel (grouped_forward.cuh),
+// which takes a block's K and V once for all the query heads that read them:
+// D = 64 at 64-token blocks, no rotary. (At D = 128 the per-tile forward
+// read gqa-d128-h8x2 7 points faster on an H200.)
+constexpr bool grouped_forward_kernel(int head_dim, int block_size, bool rotary) {
+  return head_dim == 64 && block_size == 64 && !rotary;
+}
+
+// Whether the problem runs on a grouped kernel, whose units are (block, KV
+// head) where the other kernels' tiles are (block, query head).
+inline bool runs_grouped_kernel(const core::Problem& p) {
+  const bool rotary = p.fusion() == core::Fusion::kRotary;
+  const bool has_kernel = p.operation == Operation::kBackward
+                              ? grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, rotary)
+                              : grouped_forward_kernel(p.shape.head_dim, p.shape.block_size, rotary);
+  return grouped_heads(p) && has_kernel;
+}
+
 // Kernels that store their outputs through TMA (a config's kStoresByTma)
 // store 16-row boxes, one per warp and chunk, and rows past a block's end
 // with plain stores.

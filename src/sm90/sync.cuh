@@ -67,6 +67,10 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// The named barrier of a kernel's two consumer warpgroups, where they meet
+// (the backwards', the grouped forward's).
+constexpr uint32_t kConsumersBarrier = 1;
+
 // named_barrier_sync that also returns whether any of the `threads` threads
 // passed true: a warpgroup-wide choice for the price of the barrier.
 __device__ __forceinline__ bool named_barrier_sync_any(uint32_t id, uint32_t threads, bool value) {

@@ -1,0 +1,206 @@
+// sm90 forward for grouped-query attention (Hq = G Hkv, G > 1) at D = 64,
+// 64-token blocks: a unit of work is one block of one KV head with the G
+// query heads that read it, in one CTA, so K and V leave the L2 once per unit
+// instead of once per query head.
+//
+// Why: the per-tile forward (forward_kernel.cuh) loads K and V with every
+// query head's tile. At mqa-d64-h8x1 that is 24 KB of L2 reads per 18 KB of
+// the floor's bytes: ncu on an H200 read 5.4 GB from the L2 for 2.1 GB from
+// DRAM, the L2 87% busy with DRAM at 74%, where the MHA forward's DRAM runs
+// at 91%. This kernel reads mqa-d64-h8x1 at 88.1-88.5% of copy where the
+// per-tile one read 77.3-77.6 (H200, sustained). At D = 128, with two
+// consumers, it read gqa-d128-h8x2 at 90.5-90.8 against the per-tile
+// kernel's 97.4-97.7 (a KV head's four query heads there, and half the
+// heads in flight), so D = 128 keeps the per-tile kernel
+// (sm90::grouped_forward_kernel; docs/perf.md, "Session 62").
+//
+// Frame: grouped_ring.cuh's run_grouped_ring with one tensor a head (Q): the
+// producer lands a unit's K and V in one of the K/V pairs, then each query
+// head's Q in a ring slot. Every consumer walks every unit (zeroes V's tail
+// with the others, releases the pair); the unit's heads go round the
+// consumers by their place in the ring's stream, so that with a slot count
+// that is a multiple of theirs a slot only ever holds one consumer's heads,
+// which it alone waits for and hands back (GroupedForwardConfig::kSlots).
+//
+// Tile op per head (forward_rows' math): S = Q K^T (both operands in shared
+// memory), the exact softmax, O = P V (P from registers, V MN-major), O
+// normalized, staged in the head's own Q slot and stored with 16-byte stores
+// that skip rows past the block's end, then the slot goes back.
+#pragma once
+
+#include "common/opaque.cuh"
+#include "sm90/grouped_ring.cuh"
+#include "sm90/loader.cuh"
+#include "sm90/params.h"
+#include "sm90/wgmma.cuh"
+#include "tile/row_io.cuh"
+#include "tile/softmax.cuh"
+#include "tile/tile_coords.cuh"
+
+namespace blockattn::sm90 {
+
+template <typename T, int D>
+struct GroupedForwardConfig {
+  static_assert(D == 64, "grouped_forward_kernel() in params.h says which rows have it");
+  static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
+  static constexpr int kKeys = kRows;
+  // A head's chain (Q's wait, S, the softmax, O = P V, O's way out) runs in
+  // one warpgroup, so more of them keep more heads in flight: four, whose
+  // S 32, P 16 and O 32 registers a thread fit in 104 (mqa-d64-h8x1 88.1-88.5%
+  // of copy on an H200, 83.3-83.9 with two).
+  static constexpr int kConsumers = 4;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr bool kWaitsForPriorGrids = true;  // grouped_forward_kernel()'s first step
+  static constexpr int kConsumerThreads = 128 * kConsumers;
+  using Layout = tile::Chunked<kRows, tile_chunk_cols(Operation::kForward, D)>;  // the host's maps write this
+  static constexpr int kChunks = D / Layout::kChunkColumns;
+  static constexpr int kSlotBytes = kChunks * Layout::kChunkBytes;  // one head's tile of Q, K or V
+  static constexpr int kHeadTensors = 1;                            // a head's tensors in the ring: Q
+  static constexpr int kKvPairs = 2;                                // a unit's K and V, and the next unit's landing
+  static constexpr int kKvReleasers = 4 * kConsumers;               // every consumer reads every unit's K and V
+  static constexpr int kHeadReleasers = 4;                          // a head's Q: its consumer's warps
+  static constexpr int kBarrierBytes = 2 * kKvPairs * static_cast<int>(sizeof(Barrier));
+  static constexpr int kScratchBytes = kKvPairs * 2 * kSlotBytes + kBarrierBytes;
+  using Budget = TensorRingBudget<kSlotBytes, kScratchBytes>;
+  // A multiple of kConsumers, so that slot s holds only tensors
+  // j = s (mod kConsumers) of the stream, consumer (j % kConsumers)'s: each
+  // consumer's waits on a slot's full barrier follow its every phase.
+  static constexpr int kSlots = Budget::kSlots / kConsumers * kConsumers;
+  static_assert(kSlots >= 2 * kConsumers, "two heads in flight per consumer");
+  static constexpr int kSmemBytes = Budget::kSmemBytes;
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 104;  // 128 x 40 + 512 x 104 <= 64K
+};
+
+template <typename T, int D>
+struct GroupedForwardSmem {
+  using Cfg = GroupedForwardConfig<T, D>;
+  using Ring = TensorRing<Cfg::kSlots, Cfg::kSlotBytes>;
+  Ring ring;
+  unsigned char* kv;  // kKvPairs x (K, V)
+  Barrier* kv_full;   // [kKvPairs]
+  Barrier* kv_empty;  // [kKvPairs]
+
+  __device__ explicit GroupedForwardSmem(unsigned char* raw) {
+    ring.base = tile::align_shared_1024(raw);
+    kv = ring.base + Cfg::kSlots * Cfg::kSlotBytes;
+    kv_full = reinterpret_cast<Barrier*>(kv + Cfg::kKvPairs * 2 * Cfg::kSlotBytes);
+    kv_empty = kv_full + Cfg::kKvPairs;
+    ring.full = kv_empty + Cfg::kKvPairs;
+    ring.empty = ring.full + Cfg::kSlots;
+  }
+  __device__ void init_barriers() const {  // run_grouped_ring's thread 0
+    for (int s = 0; s < Cfg::kSlots; ++s) {
+      ring.full[s].init(1);
+      ring.empty[s].init(Cfg::kHeadReleasers);
+    }
+    for (int s = 0; s < Cfg::kKvPairs; ++s) {
+      kv_full[s].init(1);
+      kv_empty[s].init(Cfg::kKvReleasers);
+    }
+  }
+  __device__ KvPair pair(int unit_in_stream) const {
+    const auto slot = RingSlot<Cfg::kKvPairs>::of(unit_in_stream);
+    unsigned char* k = kv + slot.stage * 2 * Cfg::kSlotBytes;
+    return {k, k + Cfg::kSlotBytes, &kv_full[slot.stage], &kv_empty[slot.stage], slot.phase};
+  }
+};
+
+// One head of a unit: Q in `q` (this consumer's slot), K and V the unit's.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void grouped_forward_head(const Params& p, const tile::TileCoords& unit, int q_head, T* q,
+                                                     uint32_t k_addr, uint32_t v_addr, uint32_t own_barrier, int tid) {
+  using Layout = typename Cfg::Layout;
+  constexpr int D = Cfg::kChunks * Layout::kChunkColumns, kKeys = Cfg::kKeys;
+  const int lane = tid % 32;
+  const int row0 = 16 * (tid / 32);  // the warp's query rows
+  tile::Accumulator<kKeys> s;
+  wgmma_fence();
+  issue_ss_product<T, kKeys, D, Layout>(s.regs(), operand_address(q), k_addr);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(s.regs());
+  float row_sum[2];
+  tile::exp_rows_in_tile(s, unit.block, row0, p.attn.scale_log2, row_sum, lane);
+  tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
+  tile::Accumulator<D> o;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    fence_registers(probs.a[kk]);
+    wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc<Layout>(v_addr, kk), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_registers(o.regs());
+  // O staged over Q once every warp is past S (whose product read all 64 Q
+  // rows), then the block's rows stored.
+  named_barrier_sync(own_barrier, 128);
+  T* const dst = tile::head_rows_out<T>(p.out, unit.block, q_head);
+  tile::write_rows<Layout, T, D, D>(o, tile::inverse(row_sum), q, row0, dst, p.out.token_stride, unit.block.row_count,
+                                    lane);
+}
+
+// One unit, the CTA's u-th, for one consumer: its heads (stream tensors
+// first + g = consumer mod kConsumers), between the pair's landing and its
+// release.
+template <typename T, int D>
+__device__ __forceinline__ void grouped_forward_unit(const Params& p, const GroupedForwardSmem<T, D>& sm,
+                                                     const tile::TileCoords& unit, int u, int first, int consumer) {
+  using Cfg = GroupedForwardConfig<T, D>;
+  using Layout = typename Cfg::Layout;
+  const int consumer_tid = opaque_thread_index<Cfg::kConsumerThreads>(128);  // over all consumers
+  const int tid = consumer_tid % 128, lane = consumer_tid % 32;
+  const uint32_t own_barrier = kOwnBarrier0 + consumer;
+  const int valid = unit.block.row_count;
+  const KvPair kv = sm.pair(u);
+  kv.full->wait(kv.phase);
+  if (valid < Cfg::kRows) {
+    // V's rows past the block's end meet P's exact zeros: zeroed, so that
+    // whatever lies there (the next sequence's rows, inf or NaN included)
+    // adds nothing. Every consumer's products read V: all zero it, and
+    // wait for each other. (Q's and K's tails feed only rows and columns
+    // that are discarded or masked.)
+    tile::zero_rows_from<Layout, Cfg::kRows, D, Cfg::kConsumerThreads>(reinterpret_cast<T*>(kv.v), valid, consumer_tid);
+    fence_async_shared();  // generic writes, read next by wgmma (async proxy)
+    named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
+  }
+  const uint32_t k_addr = operand_address(kv.k), v_addr = operand_address(kv.v);
+#pragma unroll 1
+  for (int g = (consumer + Cfg::kConsumers - first % Cfg::kConsumers) % Cfg::kConsumers; g < p.attn.group_size;
+       g += Cfg::kConsumers) {
+    const TileTensors<typename GroupedForwardSmem<T, D>::Ring> in{sm.ring, first + g};
+    in.wait(0);
+    grouped_forward_head<Cfg>(p, unit, unit.q_head + g, in.template data<T>(0), k_addr, v_addr, own_barrier, tid);
+    in.release(0, lane);  // O's staging: generic writes before the slot's next TMA write
+  }
+  release_fenced_stage(*kv.empty, lane);  // this consumer's products that read K and V are done
+}
+
+template <typename T, int D, core::Fusion F>
+__global__ void __launch_bounds__(GroupedForwardConfig<T, D>::kThreads, 1)
+    grouped_forward_kernel(const __grid_constant__ Params p) {
+  wait_for_prior_grids();  // launched overlapping the schedule kernel (schedule/programmatic_launch.cuh)
+  static_assert(F == core::Fusion::kNone, "no rotary prologue in the grouped forward");
+  using Cfg = GroupedForwardConfig<T, D>;
+  using Layout = typename Cfg::Layout;
+  extern __shared__ unsigned char smem_raw[];
+  const GroupedForwardSmem<T, D> sm(smem_raw);
+  const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
+  const int num_units = p.attn.schedule.block_count() * num_kv_heads;
+  auto coords_of = [&](int unit) { return tile::TileCoords::per_kv_head(p.attn, num_kv_heads, unit); };
+  auto load_kv = [&](const tile::TileCoords& unit, const KvPair& kv) {
+    const TmaTile tiles[2] = {{&p.k_map, unit.kv_head, kv.k}, {&p.v_map, unit.kv_head, kv.v}};
+    load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, *kv.full);
+  };
+  auto load_head = [&](const tile::TileCoords& unit, int g, unsigned char* slot, Barrier& full) {
+    const TmaTile tiles[1] = {{&p.q_map, unit.q_head + g, slot}};
+    load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
+  };
+  run_grouped_ring<Cfg, Cfg::kHeadTensors>(
+      sm, num_units, p.attn.group_size, coords_of, load_kv, load_head,
+      [&](const tile::TileCoords& unit, int u, int first, int consumer)
+          BLOCKATTN_INLINE { grouped_forward_unit<T, D>(p, sm, unit, u, first, consumer); },
+      [] {});
+}
+
+}  // namespace blockattn::sm90
