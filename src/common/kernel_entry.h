@@ -22,11 +22,12 @@ namespace blockattn {
 // of which a row may serve with a kernel of its own.
 struct KernelVariant {
   BatchKind batch;
-  bool grouped_heads;
+  bool grouped_heads;  // takes_grouped_kernel(): the row's Grouped kernel, where it has one
   bool staged_tables = false;
 };
 inline KernelVariant kernel_variant(const core::Problem& p) {
-  return {batch_kind(p, core::DeviceTraits{core::memory_peak_gbps()}), grouped_heads(p)};
+  const BatchKind batch = batch_kind(p, core::DeviceTraits{core::memory_peak_gbps()});
+  return {batch, takes_grouped_kernel(p, batch)};
 }
 
 // Launch on `num_ctas` persistent CTAs, and resident CTAs per SM (an occupancy

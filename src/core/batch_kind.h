@@ -94,4 +94,17 @@ inline BatchKind batch_kind(const core::Problem& p, const core::DeviceTraits& de
   return BatchKind::kLong;
 }
 
+// Whether a grouped-query problem takes its row's Grouped kernel, where the
+// row has one: every backward; every forward but a batch of short
+// sequences whose groups are under eight query heads, where the sm_90
+// per-tile forward's packed tiles read faster than the grouped forward
+// (H200, % of copy: 20,000 sequences of 1-63 tokens at D = 64, 8 query
+// heads on 2 KV heads, 60.9-61.6 against 57.9-58.1; on 1 KV head 56.3-56.6
+// against 58.3-58.7; docs/perf.md, "Session 62").
+inline bool takes_grouped_kernel(const core::Problem& p, BatchKind batch) {
+  if (!grouped_heads(p)) return false;
+  return p.operation == Operation::kBackward || batch != BatchKind::kShort ||
+         p.shape.num_q_heads >= 8 * p.shape.num_kv_heads;
+}
+
 }  // namespace blockattn

@@ -107,7 +107,7 @@ inline bool runs_grouped_kernel(const core::Problem& p) {
   const bool has_kernel = p.operation == Operation::kBackward
                               ? grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, rotary)
                               : grouped_forward_kernel(p.shape.head_dim, p.shape.block_size, rotary);
-  return grouped_heads(p) && has_kernel;
+  return takes_grouped_kernel(p, batch_kind(p)) && has_kernel;  // (a batch is short on any device)
 }
 
 // Kernels that store their outputs through TMA (a config's kStoresByTma)

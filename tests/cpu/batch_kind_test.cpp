@@ -104,6 +104,28 @@ TEST(BatchKind, NoProductOverflow) {
 // The table's `short` rows reach kAuto only for short batches; `auto` rows
 // for every batch. Checked on the rows this build has (the sm90 backward at
 // D = 64 is the `short` one; the sm80 forward at D = 64 an `auto` one).
+// Grouped query heads take a row's Grouped kernel in every backward, and in
+// every forward but a short batch whose groups are under eight heads.
+TEST(BatchKind, GroupedKernelsForGroupedHeads) {
+  for (Operation op : {Operation::kForward, Operation::kBackward}) {
+    core::Problem p = batch(643355, 20000, 64);  // tail-d64's batch: short
+    p.operation = op;
+    p.shape.num_q_heads = 8;
+    p.shape.num_kv_heads = 8;
+    EXPECT_FALSE(takes_grouped_kernel(p, batch_kind(p)));  // not grouped
+    p.shape.num_kv_heads = 2;
+    EXPECT_EQ(takes_grouped_kernel(p, batch_kind(p)), op == Operation::kBackward);
+    p.shape.num_kv_heads = 1;
+    EXPECT_TRUE(takes_grouped_kernel(p, batch_kind(p)));
+    p.shape.num_q_heads = 16;
+    p.shape.num_kv_heads = 2;
+    EXPECT_TRUE(takes_grouped_kernel(p, batch_kind(p)));
+    p.shape.num_seqs = 1152;  // the headline's sequences: long
+    p.shape.num_q_heads = 4;
+    EXPECT_TRUE(takes_grouped_kernel(p, batch_kind(p)));
+  }
+}
+
 TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
   core::Problem p = batch(643355, 20000, 64);
   p.operation = Operation::kBackward;
