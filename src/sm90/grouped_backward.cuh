@@ -556,13 +556,9 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kForm>::kThreads, 
   extern __shared__ unsigned char smem_raw[];
   const GroupedBackwardSmem<T, D, kForm> sm(smem_raw);
   const tile::Hooks<F> hooks(p.attn);
-  const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
-  const int num_units = p.attn.schedule.block_count() * num_kv_heads;
-  auto coords_of = [&](int unit) { return tile::TileCoords::per_kv_head(p.attn, num_kv_heads, unit); };
-  auto load_kv = [&](const tile::TileCoords& unit, const KvPair& kv) {
-    const TmaTile tiles[2] = {{&p.k_map, unit.kv_head, kv.k}, {&p.v_map, unit.kv_head, kv.v}};
-    load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, *kv.full);
-  };
+  const KvHeadUnits<Layout, Cfg::kChunks> units(p);
+  const int num_units = units.count();
+  auto load_kv = [&](const tile::TileCoords& unit, const KvPair& kv) { units.load_kv(unit, kv); };
   auto load_head = [&](const tile::TileCoords& unit, int n, unsigned char* slot, Barrier& full) {
     const int head = unit.q_head + n / kHeadTensors;
     const TmaTile tiles[1] = {n % kHeadTensors == kHeadDout ? TmaTile{&p.dout_map, head, slot}
@@ -587,10 +583,10 @@ __global__ void __launch_bounds__(GroupedBackwardConfig<T, D, kForm>::kThreads, 
     }
   };
   if constexpr (Cfg::kOwnWalks)
-    run_alternate_units<Cfg>(sm, num_units, Cfg::unit_heads(p), p.attn.schedule.claims, coords_of, load_kv, load_head,
-                             op, finish);
+    run_alternate_units<Cfg>(sm, num_units, Cfg::unit_heads(p), p.attn.schedule.claims, units, load_kv, load_head, op,
+                             finish);
   else
-    run_grouped_ring<Cfg>(sm, num_units, p.attn.group_size, coords_of, load_kv, load_head, op, finish);
+    run_grouped_ring<Cfg>(sm, num_units, p.attn.group_size, units, load_kv, load_head, op, finish);
 }
 
 }  // namespace blockattn::sm90

@@ -185,19 +185,14 @@ __global__ void __launch_bounds__(GroupedForwardConfig<T, D>::kThreads, 1)
   using Layout = typename Cfg::Layout;
   extern __shared__ unsigned char smem_raw[];
   const GroupedForwardSmem<T, D> sm(smem_raw);
-  const int num_kv_heads = p.attn.num_q_heads / p.attn.group_size;
-  const int num_units = p.attn.schedule.block_count() * num_kv_heads;
-  auto coords_of = [&](int unit) { return tile::TileCoords::per_kv_head(p.attn, num_kv_heads, unit); };
-  auto load_kv = [&](const tile::TileCoords& unit, const KvPair& kv) {
-    const TmaTile tiles[2] = {{&p.k_map, unit.kv_head, kv.k}, {&p.v_map, unit.kv_head, kv.v}};
-    load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, *kv.full);
-  };
+  const KvHeadUnits<Layout, Cfg::kChunks> units(p);
+  auto load_kv = [&](const tile::TileCoords& unit, const KvPair& kv) { units.load_kv(unit, kv); };
   auto load_head = [&](const tile::TileCoords& unit, int g, unsigned char* slot, Barrier& full) {
     const TmaTile tiles[1] = {{&p.q_map, unit.q_head + g, slot}};
     load_block_tiles<Layout, Cfg::kChunks>(tiles, unit.block.row_begin, full);
   };
   run_grouped_ring<Cfg, Cfg::kHeadTensors>(
-      sm, num_units, p.attn.group_size, coords_of, load_kv, load_head,
+      sm, units.count(), p.attn.group_size, units, load_kv, load_head,
       [&](const tile::TileCoords& unit, int u, int first, int consumer)
           BLOCKATTN_INLINE { grouped_forward_unit<T, D>(p, sm, unit, u, first, consumer); },
       [] {});

@@ -17,7 +17,10 @@
 #include "schedule/cta_walk.h"
 #include "schedule/tile_claims.cuh"
 #include "sm90/frame.cuh"
+#include "sm90/loader.cuh"
+#include "sm90/params.h"
 #include "sm90/tensor_ring.cuh"
+#include "tile/tile_coords.cuh"
 
 namespace blockattn::sm90 {
 
@@ -35,6 +38,26 @@ struct KvPair {
   Barrier* full;   // producer -> consumers: K and V have landed
   Barrier* empty;  // consumers -> producer: every consumer warp is done with both
   uint32_t phase;
+};
+
+// The grouped kernels' units, (block, KV head) for every block of the
+// schedule, each unit's query heads from q_head on; and the producer's copy
+// of a unit's K and V (kChunks chunks laid out as `Layout`) into its pair.
+template <typename Layout, int kChunks>
+struct KvHeadUnits {
+  const Params& p;
+  int num_kv_heads;
+
+  __device__ explicit KvHeadUnits(const Params& params)
+      : p(params), num_kv_heads(params.attn.num_q_heads / params.attn.group_size) {}
+  __device__ int count() const { return p.attn.schedule.block_count() * num_kv_heads; }
+  __device__ tile::TileCoords operator()(int unit) const {
+    return tile::TileCoords::per_kv_head(p.attn, num_kv_heads, unit);
+  }
+  __device__ void load_kv(const tile::TileCoords& unit, const KvPair& kv) const {
+    const TmaTile tiles[2] = {{&p.k_map, unit.kv_head, kv.k}, {&p.v_map, unit.kv_head, kv.v}};
+    load_block_tiles<Layout, kChunks>(tiles, unit.block.row_begin, *kv.full);
+  }
 };
 
 // The whole frame for `num_units` units (unit = blockIdx.x + i * gridDim.x)
