@@ -152,10 +152,11 @@ class Sm90Backend final : public core::KernelBackend {
     params.attn = attention_params(p, s);
     params.stepped_stores = backward_stores_stepped(p, device);
     params.staged_angles = encode_staged_angle_maps(p, reads_packed_tiles(p), params);
-    // Tiles are (block, query head), but for the grouped kernels' units (block, KV head).
-    const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
-                              (runs_grouped_kernel(p) ? p.shape.num_kv_heads : p.shape.num_q_heads);
     KernelVariant variant = kernel_variant(p);
+    // Tiles are (block, query head), but for the grouped kernels' units (block, KV head).
+    const bool grouped = variant.grouped_heads && has_grouped_kernel(p);
+    const int64_t max_tiles = schedule::max_blocks(p.shape.num_seqs, p.shape.total_tokens, p.shape.block_size) *
+                              (grouped ? p.shape.num_kv_heads : p.shape.num_q_heads);
     variant.staged_tables = params.staged_angles;  // the row's StagedTables kernel, where it has one
     return launch_persistent(*kernel, variant, params, max_tiles, stream, "launching the kHopper kernel");
   }

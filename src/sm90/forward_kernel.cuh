@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "common/kernel_launcher.cuh"
+#include "sm90/forward_rows.cuh"
 #include "sm90/frame.cuh"
 #include "sm90/grouped_forward.cuh"
 #include "sm90/loader.cuh"
@@ -202,7 +203,7 @@ template <typename Cfg>
 struct StagedAngleSlots {
   static constexpr int kTableRows = Cfg::kRows;
   static constexpr int kTableBytes = kTableRows * (Cfg::kHeadDim / 2) * 2;
-  static constexpr int kSlotBytes = 2 * kTableBytes;  // cos rows, then sin rows
+  static constexpr int kSlotBytes = 2 * kTableBytes;             // cos rows, then sin rows
   static constexpr int kReaders = 128 * Cfg::kConsumersPerSlot;  // a group's threads
   static constexpr int kOffset = (Cfg::kRingBytes + 127) / 128 * 128;
   static constexpr int extra_smem_bytes(int slots) { return kOffset + slots * (kSlotBytes + 2 * 8) - Cfg::kRingBytes; }
@@ -212,7 +213,7 @@ struct StagedAngleSlots {
   static constexpr bool kShared = kSlots < Cfg::kSlotGroups;
   static constexpr int kExtraSmemBytes = extra_smem_bytes(kSlots);  // beside Cfg::kSmemBytes
   unsigned char* slots;                                             // [kSlots][kSlotBytes]
-  Barrier* full;   // [kSlots] producer -> group: the rows have landed
+  Barrier* full;                                                    // [kSlots] producer -> group: the rows have landed
   Barrier* empty;  // [kSlots] group -> producer: the slot may be refilled
 
   __device__ explicit StagedAngleSlots(unsigned char* ring)
@@ -251,66 +252,6 @@ struct ForwardLaunchConfig : Cfg {
   static constexpr int kSmemBytes = Cfg::kSmemBytes + (kStagedAngles ? StagedAngleSlots<Cfg>::kExtraSmemBytes : 0);
   static int launch_smem_bytes(const Params& p) { return p.staged_angles ? kSmemBytes : Cfg::kSmemBytes; }
 };
-
-// One m64 row block of a tile's queries (its row half `half`) against every
-// key, for a consumer warpgroup whose tile is in shared memory, rotated
-// where the hooks rotate: S = Q K^T, the exact softmax, O = P V, and O's
-// rows written out.
-template <typename Cfg, typename Hooks, typename T>
-__device__ __forceinline__ void forward_rows(const Params& p, const Hooks& hooks, const tile::TileCoords& t, T* q,
-                                             const T* k, const T* v, int half, uint32_t barrier_id, int tid) {
-  constexpr int D = Cfg::kHeadDim;
-  using Layout = typename Cfg::Layout;
-  constexpr int kKeys = Cfg::kKeys;
-  const int lane = tid % 32;
-  const int row0 = Cfg::kConsumerRows * half + 16 * (tid / 32);  // the warp's query rows in the tile
-  const int valid = t.block.row_count;
-
-  // S = Q K^T over D / 16 steps, the row block's queries against every key.
-  const uint32_t own_rows = half * Cfg::kConsumerRows * Layout::kRowBytes;  // into each chunk of Q
-  const uint32_t q_addr = operand_address(q) + own_rows, k_addr = operand_address(k);
-  tile::Accumulator<kKeys> s;
-  wgmma_fence();
-  issue_ss_product<T, kKeys, D, Layout>(s.regs(), q_addr, k_addr);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(s.regs());
-
-  float row_sum[2];
-  if constexpr (Cfg::kPacked)  // each row sees its own sequence's keys
-    tile::exp_rows_in_tile(s, t.block, row0, p.attn.scale_log2, row_sum, lane);
-  else
-    tile::exp_rows_masked(s, t.block.row_count, p.attn.scale_log2, row_sum, lane);
-  tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
-
-  // O = P V over the block's keys; V is the transposed (MN-major) B operand.
-  const uint32_t v_addr = operand_address(v);
-  tile::Accumulator<Cfg::kPaddedD> o;
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    fence_registers(probs.a[kk]);
-    wgmma_rs<T, Cfg::kPaddedD>(o.regs(), probs.a[kk], mnmajor_desc<Layout>(v_addr, kk), kk > 0);
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(o.regs());
-  hooks.epilogue(tile::Output::kOut, o, t, row0, 0, lane);
-
-  // Normalize and stage O in this warp's rows of the Q buffer, once every
-  // warp of the group is past S (the wgmma read all of the row block's Q
-  // rows; a later row block's are others), then store the rows that belong
-  // to the block. Past 128 columns, staging next to the live accumulator
-  // spills (ptxas: 316-712 bytes), so O leaves from registers.
-  T* const dst = tile::head_rows_out<T>(p.out, t.block, t.q_head);
-  if constexpr (Cfg::kPaddedD > 128) {
-    tile::store_rows_direct<T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), dst, p.out.token_stride, row0, valid, lane);
-  } else {
-    named_barrier_sync(barrier_id, 128);
-    tile::write_rows<Layout, T, Cfg::kPaddedD, D>(o, tile::inverse(row_sum), q, row0, dst, p.out.token_stride, valid,
-                                                  lane);
-  }
-}
 
 // `angles`: StagedAngleSlots where the kernel stages the rotary rows (then
 // `angle_turn` is this thread's place in its slot's fills), else

@@ -22,19 +22,19 @@
 // that is a multiple of theirs a slot only ever holds one consumer's heads,
 // which it alone waits for and hands back (GroupedForwardConfig::kSlots).
 //
-// Tile op per head (forward_rows' math): S = Q K^T (both operands in shared
-// memory), the exact softmax, O = P V (P from registers, V MN-major), O
-// normalized, staged in the head's own Q slot and stored with 16-byte stores
-// that skip rows past the block's end, then the slot goes back.
+// Tile op per head: the per-tile forward's forward_rows (forward_rows.cuh):
+// S = Q K^T (both operands in shared memory), the exact softmax, O = P V (P
+// from registers, V MN-major), O normalized, staged in the head's own Q slot
+// and stored with 16-byte stores that skip rows past the block's end; then
+// the slot goes back.
 #pragma once
 
 #include "common/opaque.cuh"
+#include "sm90/forward_rows.cuh"
 #include "sm90/grouped_ring.cuh"
 #include "sm90/loader.cuh"
 #include "sm90/params.h"
-#include "sm90/wgmma.cuh"
-#include "tile/row_io.cuh"
-#include "tile/softmax.cuh"
+#include "tile/hooks.cuh"
 #include "tile/tile_coords.cuh"
 
 namespace blockattn::sm90 {
@@ -43,7 +43,11 @@ template <typename T, int D>
 struct GroupedForwardConfig {
   static_assert(D == 64, "grouped_forward_kernel() in params.h says which rows have it");
   static constexpr int kRows = 64;  // query rows = key rows of a tile, and the TMA box rows
-  static constexpr int kKeys = kRows;
+  // What forward_rows reads: one 64-row block a head, every column a real
+  // one, and each row's keys its own sequence's (a tiles table's packed
+  // runs; on the blocks table the block's first row_count).
+  static constexpr int kHeadDim = D, kPaddedD = D, kKeys = kRows, kConsumerRows = kRows;
+  static constexpr bool kPacked = true;
   // A head's chain (Q's wait, S, the softmax, O = P V, O's way out) runs in
   // one warpgroup, so more of them keep more heads in flight: four, whose
   // S 32, P 16 and O 32 registers a thread fit in 104 (mqa-d64-h8x1 88.1-88.5%
@@ -105,41 +109,6 @@ struct GroupedForwardSmem {
   }
 };
 
-// One head of a unit: Q in `q` (this consumer's slot), K and V the unit's.
-template <typename Cfg, typename T>
-__device__ __forceinline__ void grouped_forward_head(const Params& p, const tile::TileCoords& unit, int q_head, T* q,
-                                                     uint32_t k_addr, uint32_t v_addr, uint32_t own_barrier, int tid) {
-  using Layout = typename Cfg::Layout;
-  constexpr int D = Cfg::kChunks * Layout::kChunkColumns, kKeys = Cfg::kKeys;
-  const int lane = tid % 32;
-  const int row0 = 16 * (tid / 32);  // the warp's query rows
-  tile::Accumulator<kKeys> s;
-  wgmma_fence();
-  issue_ss_product<T, kKeys, D, Layout>(s.regs(), operand_address(q), k_addr);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(s.regs());
-  float row_sum[2];
-  tile::exp_rows_in_tile(s, unit.block, row0, p.attn.scale_log2, row_sum, lane);
-  tile::OperandA<kKeys> probs = tile::to_operand<T>(s);
-  tile::Accumulator<D> o;
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    fence_registers(probs.a[kk]);
-    wgmma_rs<T, D>(o.regs(), probs.a[kk], mnmajor_desc<Layout>(v_addr, kk), kk > 0);
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(o.regs());
-  // O staged over Q once every warp is past S (whose product read all 64 Q
-  // rows), then the block's rows stored.
-  named_barrier_sync(own_barrier, 128);
-  T* const dst = tile::head_rows_out<T>(p.out, unit.block, q_head);
-  tile::write_rows<Layout, T, D, D>(o, tile::inverse(row_sum), q, row0, dst, p.out.token_stride, unit.block.row_count,
-                                    lane);
-}
-
 // One unit, the CTA's u-th, for one consumer: its heads (stream tensors
 // first + g = consumer mod kConsumers), between the pair's landing and its
 // release.
@@ -164,13 +133,17 @@ __device__ __forceinline__ void grouped_forward_unit(const Params& p, const Grou
     fence_async_shared();  // generic writes, read next by wgmma (async proxy)
     named_barrier_sync(kConsumersBarrier, Cfg::kConsumerThreads);
   }
-  const uint32_t k_addr = operand_address(kv.k), v_addr = operand_address(kv.v);
+  const T* const k = reinterpret_cast<const T*>(kv.k);
+  const T* const v = reinterpret_cast<const T*>(kv.v);
+  const tile::Hooks<core::Fusion::kNone> hooks(p.attn);
 #pragma unroll 1
   for (int g = (consumer + Cfg::kConsumers - first % Cfg::kConsumers) % Cfg::kConsumers; g < p.attn.group_size;
        g += Cfg::kConsumers) {
     const TileTensors<typename GroupedForwardSmem<T, D>::Ring> in{sm.ring, first + g};
     in.wait(0);
-    grouped_forward_head<Cfg>(p, unit, unit.q_head + g, in.template data<T>(0), k_addr, v_addr, own_barrier, tid);
+    tile::TileCoords head = unit;
+    head.q_head += g;
+    forward_rows<Cfg>(p, hooks, head, in.template data<T>(0), k, v, /*half=*/0, own_barrier, tid);
     in.release(0, lane);  // O's staging: generic writes before the slot's next TMA write
   }
   release_fenced_stage(*kv.empty, lane);  // this consumer's products that read K and V are done

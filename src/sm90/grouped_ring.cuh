@@ -27,8 +27,8 @@ namespace blockattn::sm90 {
 // A head's tensors in the ring, in release order (both after its last products).
 enum GroupedHeadTensor : int { kHeadDout = 0, kHeadQ = 1, kHeadTensors = 2 };
 
-// Each consumer's named barrier (0 is __syncthreads, kConsumersBarrier both
-// consumers').
+// Consumer c's named barrier, kOwnBarrier0 + c (0 is __syncthreads, 1
+// kConsumersBarrier, all consumers').
 constexpr uint32_t kOwnBarrier0 = 2;
 
 // A unit's K and V: pair u % 2 of the CTA's u-th unit, with its barriers.

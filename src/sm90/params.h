@@ -100,14 +100,13 @@ constexpr bool grouped_forward_kernel(int head_dim, int block_size, bool rotary)
   return head_dim == 64 && block_size == 64 && !rotary;
 }
 
-// Whether the problem runs on a grouped kernel, whose units are (block, KV
-// head) where the other kernels' tiles are (block, query head).
-inline bool runs_grouped_kernel(const core::Problem& p) {
+// Whether the problem's row has a grouped kernel (its Grouped variant),
+// whose units are (block, KV head) where the other kernels' tiles are
+// (block, query head).
+inline bool has_grouped_kernel(const core::Problem& p) {
   const bool rotary = p.fusion() == core::Fusion::kRotary;
-  const bool has_kernel = p.operation == Operation::kBackward
-                              ? grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, rotary)
-                              : grouped_forward_kernel(p.shape.head_dim, p.shape.block_size, rotary);
-  return takes_grouped_kernel(p, batch_kind(p)) && has_kernel;  // (a batch is short on any device)
+  return p.operation == Operation::kBackward ? grouped_backward_kernel(p.shape.head_dim, p.shape.block_size, rotary)
+                                             : grouped_forward_kernel(p.shape.head_dim, p.shape.block_size, rotary);
 }
 
 // Kernels that store their outputs through TMA (a config's kStoresByTma)

@@ -67,7 +67,7 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// The named barrier of a kernel's two consumer warpgroups, where they meet
+// The named barrier of all of a kernel's consumer warpgroups, where they meet
 // (the backwards', the grouped forward's).
 constexpr uint32_t kConsumersBarrier = 1;
 

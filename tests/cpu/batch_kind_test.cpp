@@ -101,9 +101,6 @@ TEST(BatchKind, NoProductOverflow) {
   EXPECT_EQ(batch_kind(batch(int64_t{1} << 40, 2147483647, 1 << 30)), BatchKind::kShort);
 }
 
-// The table's `short` rows reach kAuto only for short batches; `auto` rows
-// for every batch. Checked on the rows this build has (the sm90 backward at
-// D = 64 is the `short` one; the sm80 forward at D = 64 an `auto` one).
 // Grouped query heads take a row's Grouped kernel in every backward, and in
 // every forward but a short batch whose groups are under eight heads.
 TEST(BatchKind, GroupedKernelsForGroupedHeads) {
@@ -126,6 +123,9 @@ TEST(BatchKind, GroupedKernelsForGroupedHeads) {
   }
 }
 
+// The table's `short` rows reach kAuto only for short batches; `auto` rows
+// for every batch. Checked on the rows this build has (the sm90 backward at
+// D = 64 is the `short` one; the sm80 forward at D = 64 an `auto` one).
 TEST(BatchKind, ShortRowsAreAutomaticForShortBatchesOnly) {
   core::Problem p = batch(643355, 20000, 64);
   p.operation = Operation::kBackward;
